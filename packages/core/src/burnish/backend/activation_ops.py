@@ -1,0 +1,44 @@
+"""Activation functions, each with a default written through the other ops of the protocol."""
+
+from __future__ import annotations
+
+import math
+from abc import ABC
+
+from burnish.backend.base import Primitive
+from burnish.dtype import DType
+
+
+class ActivationOps(ABC):
+    """Activations on float tensors. Backends override them for speed, not for correctness."""
+
+    def relu(self, x: Primitive, dtype: DType) -> Primitive:
+        """``max(x, 0)``."""
+        return self.clamp(x, 0.0, None, dtype)
+
+    def gelu(self, x: Primitive, dtype: DType) -> Primitive:
+        """``x * (1 + erf(x / sqrt(2))) / 2`` (the exact GELU)."""
+        inner = self.add_scalar(self.erf(self.mul_scalar(x, 1.0 / math.sqrt(2.0), dtype)), 1.0,
+                                dtype)
+        return self.mul_scalar(self.mul(x, inner), 0.5, dtype)
+
+    def sigmoid(self, x: Primitive, dtype: DType) -> Primitive:
+        """``1 / (1 + exp(-x))``, without overflow for large ``|x|``."""
+        return self.exp(self.log_sigmoid(x, dtype))
+
+    def log_sigmoid(self, x: Primitive, dtype: DType) -> Primitive:
+        """``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))``, stable for any ``x``."""
+        device = self._device_of(x)
+        neg_abs = self.neg(self.abs(x), dtype)
+        softplus = self.log1p(self.exp(neg_abs), dtype)
+        return self.sub(self.minimum(x, self.full((), 0.0, dtype, device)), softplus)
+
+    def softmax(self, x: Primitive, dim: int, dtype: DType) -> Primitive:
+        """``exp(x) / sum(exp(x))`` along ``dim``, shifted by the max for stability."""
+        shifted = self.exp(self.sub(x, self.max(x, dim)))
+        return self.div(shifted, self.sum(shifted, dim))
+
+    def log_softmax(self, x: Primitive, dim: int, dtype: DType) -> Primitive:
+        """``x - log(sum(exp(x)))`` along ``dim``, shifted by the max for stability."""
+        shifted = self.sub(x, self.max(x, dim))
+        return self.sub(shifted, self.log(self.sum(self.exp(shifted), dim)))

@@ -1,0 +1,107 @@
+"""The core of the backend protocol: identity, devices, dtypes, and moving data in and out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from burnish.device import Device
+from burnish.distribution import Distribution
+from burnish.dtype import DType
+from burnish.tensor_data import TensorData
+
+#: A backend's tensor handle. Whatever the backend likes, with a ``.shape`` tuple of ints.
+Primitive = Any
+Scalar = bool | int | float
+
+
+class BackendBase(ABC):
+    """What every backend is: a name, its devices, its dtypes, and data in and out.
+
+    A primitive is the backend's own tensor handle (a NumPy array, a CuPy array, a GPU buffer
+    with a layout...). It must expose ``.shape`` as a tuple of ints; its dtype is the one the
+    operation that made it was asked for, and ``Tensor`` keeps track of it.
+
+    Calling conventions for every op of the protocol: ``Tensor`` has already checked shapes,
+    dtypes and devices; dims are non-negative ints; binary ops get operands of one dtype whose
+    shapes broadcast (NumPy's rules), and the backend broadcasts them.
+    """
+
+    #: The name the backend is registered under (``"ndarray"``, ``"wgpu"``...).
+    name: str = "unnamed"
+
+    # -- devices and dtypes -------------------------------------------------------------------
+
+    @abstractmethod
+    def devices(self) -> list[Device]:
+        """Every device this backend can run on, the default first."""
+
+    def default_device(self) -> Device:
+        """The device tensors go to when none is named."""
+        return self.devices()[0]
+
+    @abstractmethod
+    def dtypes(self, device: Device) -> tuple[DType, ...]:
+        """The dtypes ``device`` supports."""
+
+    @abstractmethod
+    def seed(self, seed: int) -> None:
+        """Reseed this backend's random generators (every device)."""
+
+    def sync(self, device: Device) -> None:
+        """Wait until every operation queued on ``device`` has finished (no-op when synchronous)."""
+
+    # -- data in and out ----------------------------------------------------------------------
+
+    @abstractmethod
+    def from_data(self, data: TensorData, device: Device) -> Primitive:
+        """A primitive on ``device`` holding ``data`` (shape and dtype as given)."""
+
+    @abstractmethod
+    def into_data(self, x: Primitive, dtype: DType) -> TensorData:
+        """``x``'s values on the host; waits for pending work on ``x``."""
+
+    def read(self, xs: Sequence[Primitive], dtypes: Sequence[DType]) -> list[TensorData]:
+        """Several primitives read back together (one synchronisation on asynchronous backends)."""
+        return [self.into_data(x, d) for x, d in zip(xs, dtypes)]
+
+    def to_device(self, x: Primitive, dtype: DType, device: Device) -> Primitive:
+        """``x`` copied to another device of this backend."""
+        return self.from_data(self.into_data(x, dtype), device)
+
+    # -- creation -----------------------------------------------------------------------------
+
+    def empty(self, shape: tuple[int, ...], dtype: DType, device: Device) -> Primitive:
+        """A primitive whose values are unspecified."""
+        return self.full(shape, 0, dtype, device)
+
+    def zeros(self, shape: tuple[int, ...], dtype: DType, device: Device) -> Primitive:
+        """A primitive of zeros (``False`` for bool)."""
+        return self.full(shape, 0, dtype, device)
+
+    def ones(self, shape: tuple[int, ...], dtype: DType, device: Device) -> Primitive:
+        """A primitive of ones (``True`` for bool)."""
+        return self.full(shape, 1, dtype, device)
+
+    def full(self, shape: tuple[int, ...], value: Scalar, dtype: DType,
+             device: Device) -> Primitive:
+        """A primitive with every element ``value`` (converted to ``dtype``)."""
+        return self.from_data(TensorData(np.full(shape, value, dtype=dtype.numpy)), device)
+
+    def arange(self, start: int | float, end: int | float, step: int | float, dtype: DType,
+               device: Device) -> Primitive:
+        """``[start, start + step, ...)`` up to but excluding ``end``, as Python's ``range``."""
+        values = np.arange(start, end, step, dtype=np.float64 if dtype.is_float else np.int64)
+        return self.from_data(TensorData(values.astype(dtype.numpy)), device)
+
+    @abstractmethod
+    def random(self, shape: tuple[int, ...], distribution: Distribution, dtype: DType,
+               device: Device) -> Primitive:
+        """Values drawn from ``distribution`` (uniform draws for int dtypes are floored)."""
+
+    @abstractmethod
+    def cast(self, x: Primitive, from_dtype: DType, to_dtype: DType) -> Primitive:
+        """``x`` converted to ``to_dtype``: floats to ints truncate toward zero, nonzero is True."""

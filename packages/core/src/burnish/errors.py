@@ -1,0 +1,43 @@
+"""The one exception hierarchy of burnish: every error a user can meet derives from BurnishError."""
+
+from __future__ import annotations
+
+
+class BurnishError(Exception):
+    """Base class of every error burnish raises on purpose."""
+
+
+class ShapeError(BurnishError, ValueError):
+    """Shapes that do not fit together, or an index, dim or size outside a shape."""
+
+
+class DTypeError(BurnishError, TypeError):
+    """A dtype an operation does not accept, or dtypes that do not fit together."""
+
+
+class DeviceError(BurnishError, ValueError):
+    """Tensors on different devices or backends, or a device that does not exist."""
+
+
+class BackendNotInstalledError(BurnishError, LookupError):
+    """A backend was asked for by name, and no installed package provides it."""
+
+    def __init__(self, name: str, package: str | None, installed: list[str]):
+        self.name = name
+        self.package = package
+        self.installed = installed
+        hint = (
+            f"install it with: pip install {package}"
+            if package
+            else "no known package provides it; a third-party plugin must register it"
+        )
+        have = ", ".join(installed) if installed else "none"
+        super().__init__(f"backend {name!r} is not installed ({hint}); installed backends: {have}")
+
+
+class RecordError(BurnishError, ValueError):
+    """A record file that cannot be written or read: corrupt, truncated, hostile or mismatched."""
+
+
+class UnsupportedError(BurnishError, TypeError):
+    """An operation the chosen backend or device cannot perform (a device limit, said plainly)."""

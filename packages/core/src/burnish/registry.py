@@ -1,0 +1,112 @@
+"""Backends by name: ``backend("ndarray")``, ``backend("autodiff+wgpu")``, and the default one."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from burnish.backend import Backend
+from burnish.device import Device
+from burnish.errors import BackendNotInstalledError
+from burnish.plugins import KNOWN_PACKAGES, BackendInfo, DecoratorInfo, plugin_manager
+
+_lock = threading.RLock()
+_instances: dict[str, Backend] = {}
+_infos: dict[str, BackendInfo] | None = None
+_decorators: dict[str, DecoratorInfo] | None = None
+_default: Backend | None = None
+_seed: int | None = None
+
+
+def backend_infos() -> dict[str, BackendInfo]:
+    """Every installed backend, by name."""
+    global _infos
+    if _infos is None:
+        infos = {}
+        for batch in plugin_manager().hook.burnish_backends():
+            for info in batch or ():
+                infos.setdefault(info.name, info)
+        _infos = infos
+    return _infos
+
+
+def decorator_infos() -> dict[str, DecoratorInfo]:
+    """Every installed backend decorator, by name."""
+    global _decorators
+    if _decorators is None:
+        found = {}
+        for batch in plugin_manager().hook.burnish_backend_decorators():
+            for info in batch or ():
+                found.setdefault(info.name, info)
+        _decorators = found
+    return _decorators
+
+
+def backend(name: str | Backend | None = None) -> Backend:
+    """The backend called ``name``; decorators are written first: ``"autodiff+ndarray"``.
+
+    Backends are made once per process and shared. ``None`` gives the default backend. Raises
+    ``BackendNotInstalledError`` naming the package to install when a part is missing.
+    """
+    if isinstance(name, Backend):
+        return name
+    if name is None:
+        return default_backend()
+    with _lock:
+        found = _instances.get(name)
+        if found is not None:
+            return found
+        *decorators, base = name.split("+")
+        infos = backend_infos()
+        if base not in infos:
+            raise BackendNotInstalledError(base, KNOWN_PACKAGES.get(base), sorted(infos))
+        result = backend(base) if decorators else infos[base].factory()
+        if decorators:
+            available = decorator_infos()
+            for decorator in reversed(decorators):
+                if decorator not in available:
+                    raise BackendNotInstalledError(
+                        decorator, KNOWN_PACKAGES.get(decorator), sorted(available)
+                    )
+                result = available[decorator].factory(result)
+        if _seed is not None:
+            result.seed(_seed)
+        _instances[name] = result
+        return result
+
+
+def default_backend() -> Backend:
+    """The backend used when no device is given: ``set_default_backend``, else the environment
+    variable ``BURNISH_BACKEND``, else ``ndarray``."""
+    global _default
+    if _default is None:
+        _default = backend(os.environ.get("BURNISH_BACKEND", "ndarray"))
+    return _default
+
+
+def set_default_backend(name: str | Backend) -> Backend:
+    """Make ``name`` the default backend and return it."""
+    global _default
+    _default = backend(name)
+    return _default
+
+
+def default_device() -> Device:
+    """The default backend's default device."""
+    return default_backend().default_device()
+
+
+def seed(value: int) -> None:
+    """Seed every backend made so far and every one made later in this process."""
+    global _seed
+    _seed = value
+    for instance in list(_instances.values()):
+        instance.seed(value)
+
+
+
+def forget() -> None:
+    """Drop the cached lists of installed backends (after registering a plugin by hand)."""
+    global _infos, _decorators
+    _infos = None
+    _decorators = None
