@@ -11,17 +11,37 @@ __path__ = extend_path(__path__, __name__)
 from burnish.device import Device  # noqa: E402
 from burnish.distribution import Distribution  # noqa: E402
 from burnish.dtype import (  # noqa: E402
-    DType, Kind, bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8,
+    DType,
+    Kind,
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
 )
 from burnish.errors import (  # noqa: E402
-    BackendNotInstalledError, BurnishError, DeviceError, DTypeError, RecordError, ShapeError,
+    BackendNotInstalledError,
+    BurnishError,
+    DeviceError,
+    DTypeError,
+    RecordError,
+    ShapeError,
     UnsupportedError,
 )
 from burnish.registry import (  # noqa: E402
-    backend, default_backend, default_device, seed, set_default_backend,
+    backend,
+    default_backend,
+    default_device,
+    seed,
+    set_default_backend,
 )
 from burnish.shape import Shape  # noqa: E402
-from burnish.tensor import Tensor  # noqa: E402
+from burnish.tensor import Tensor, cat, stack, where  # noqa: E402
 from burnish.tensor_data import TensorData  # noqa: E402
 
 __version__ = "0.1.0"
@@ -31,5 +51,5 @@ __all__ = [
     "Distribution", "Kind", "RecordError", "Shape", "ShapeError", "Tensor", "TensorData",
     "UnsupportedError", "backend", "bfloat16", "bool_", "default_backend", "default_device",
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "seed",
-    "set_default_backend", "uint8",
+    "set_default_backend", "uint8", "cat", "stack", "where",
 ]

@@ -89,7 +89,8 @@ def get_dtype(value: DType | str | np.dtype | type) -> DType:
     if isinstance(value, str):
         found = _BY_NAME.get(value)
         if found is None:
-            raise DTypeError(f"unknown dtype {value!r}; known: {', '.join(d.name for d in ALL_DTYPES)}")
+            known = ", ".join(d.name for d in ALL_DTYPES)
+            raise DTypeError(f"unknown dtype {value!r}; known: {known}")
         return found
     if value is bool:
         return bool_
@@ -110,7 +111,7 @@ def get_dtype(value: DType | str | np.dtype | type) -> DType:
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def promote(a: DType, b: DType) -> DType:
     """The dtype of a binary operation between tensors of dtypes ``a`` and ``b``.
 

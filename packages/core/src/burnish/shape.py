@@ -97,7 +97,9 @@ def infer_reshape(old: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
         total *= d
     unknown = [i for i, d in enumerate(new) if d == -1]
     if len(unknown) > 1 or any(d < -1 for d in new):
-        raise ShapeError(f"cannot reshape {show(old)} to {show(new)}: at most one -1, no other negatives")
+        raise ShapeError(
+            f"cannot reshape {show(old)} to {show(new)}: at most one -1, no other negatives"
+        )
     known = 1
     for d in new:
         if d != -1:

@@ -1,4 +1,4 @@
-"""TensorData: a tensor's values on the host, as bytes plus dtype and shape, independent of any backend."""
+"""TensorData: a tensor's values on the host (bytes, dtype and shape), independent of backends."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ class TensorData:
         self.dtype = dtype
 
     @classmethod
-    def from_bytes(cls, data: bytes | memoryview, shape: Sequence[int], dtype: DType | str) -> TensorData:
+    def from_bytes(cls, data: bytes | memoryview, shape: Sequence[int],
+                   dtype: DType | str) -> TensorData:
         """Data from raw little-endian bytes; raises ShapeError when the byte count does not fit."""
         dtype = get_dtype(dtype)
         shape = Shape(shape)

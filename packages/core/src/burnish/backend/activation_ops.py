@@ -9,7 +9,7 @@ from burnish.backend.base import Primitive
 from burnish.dtype import DType
 
 
-class ActivationOps(ABC):
+class ActivationOps(ABC):  # noqa: B024 (only defaults, by design)
     """Activations on float tensors. Backends override them for speed, not for correctness."""
 
     def relu(self, x: Primitive, dtype: DType) -> Primitive:

@@ -51,7 +51,7 @@ class BackendBase(ABC):
     def seed(self, seed: int) -> None:
         """Reseed this backend's random generators (every device)."""
 
-    def sync(self, device: Device) -> None:
+    def sync(self, device: Device) -> None:  # noqa: B027 (synchronous backends need nothing)
         """Wait until every operation queued on ``device`` has finished (no-op when synchronous)."""
 
     # -- data in and out ----------------------------------------------------------------------

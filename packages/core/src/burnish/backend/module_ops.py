@@ -70,7 +70,8 @@ class ModuleOps(ABC):
         ``"bicubic"`` (a = -0.75, borders clamped), with PyTorch's ``align_corners`` meaning."""
 
     def embedding(self, weights: Primitive, indices: Primitive) -> Primitive:
-        """Rows of ``weights`` ([num, dim]) at int64 ``indices`` of any shape: ``[*indices, dim]``."""
+        """Rows of ``weights`` ([num, dim]) at int64 ``indices`` of any shape:
+        ``[*indices, dim]``."""
         flat = self.reshape(indices, (_numel(indices.shape),))
         rows = self.select(weights, 0, flat)
         return self.reshape(rows, tuple(indices.shape) + (weights.shape[1],))

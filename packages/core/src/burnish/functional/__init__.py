@@ -1,0 +1,55 @@
+"""Functional forms of the module and activation ops (PyTorch's ``torch.nn.functional``,
+Burn's ``tensor::module`` and ``tensor::activation``)."""
+
+from burnish.functional.activation import (
+    gelu,
+    log_sigmoid,
+    log_softmax,
+    relu,
+    sigmoid,
+    silu,
+    softmax,
+    tanh,
+)
+from burnish.functional.conv import (
+    conv,
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+    unfold,
+)
+from burnish.functional.embedding import embedding
+from burnish.functional.pool import (
+    adaptive_avg_pool,
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
+    adaptive_max_pool,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    adaptive_max_pool_with_indices,
+    avg_pool,
+    avg_pool1d,
+    avg_pool2d,
+    max_pool,
+    max_pool1d,
+    max_pool1d_with_indices,
+    max_pool2d,
+    max_pool2d_with_indices,
+    max_pool_with_indices,
+)
+from burnish.functional.resize import interpolate
+
+__all__ = [
+    "adaptive_avg_pool", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+    "adaptive_max_pool", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "adaptive_max_pool_with_indices", "avg_pool", "avg_pool1d", "avg_pool2d", "conv", "conv1d",
+    "conv2d", "conv3d", "conv_transpose", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "embedding", "gelu", "interpolate", "log_sigmoid", "log_softmax",
+    "max_pool", "max_pool1d", "max_pool1d_with_indices", "max_pool2d", "max_pool2d_with_indices",
+    "max_pool_with_indices", "relu", "sigmoid", "silu", "softmax", "tanh", "unfold",
+]

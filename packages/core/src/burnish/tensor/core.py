@@ -1,0 +1,62 @@
+"""What every part of Tensor shares: wrapping primitives, and the device and dtype checks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from burnish.dtype import DType, Kind, promote
+from burnish.errors import DeviceError, DTypeError, UnsupportedError
+
+if TYPE_CHECKING:
+    from burnish.backend import Backend
+    from burnish.device import Device
+    from burnish.tensor.tensor import Tensor
+
+#: The Tensor class, bound by burnish.tensor.tensor once it is defined.
+Tensor: type = None  # type: ignore[assignment]
+
+_new = object.__new__
+
+
+def make(prim: Any, device: Device, dtype: DType) -> Tensor:
+    """A Tensor around a primitive, without checks (the hot path of every operation)."""
+    tensor = _new(Tensor)
+    tensor._prim = prim
+    tensor._device = device
+    tensor._dtype = dtype
+    return tensor
+
+
+def same_device(a: Tensor, b: Tensor, op: str) -> None:
+    """Raise DeviceError naming both devices unless ``a`` and ``b`` share one."""
+    if a._device is not b._device and a._device != b._device:
+        raise DeviceError(
+            f"{op}: tensors are on different devices: {a._device!r} vs {b._device!r}; "
+            "move one with .to_device()"
+        )
+
+
+def check_supported(backend: Backend, dtype: DType, device: Device) -> None:
+    """Raise UnsupportedError when ``device`` of ``backend`` cannot hold ``dtype``."""
+    supported = backend.dtypes(device)
+    if dtype not in supported:
+        raise UnsupportedError(
+            f"dtype {dtype} is not supported by backend {backend.name!r} on {device}; it "
+            f"supports {', '.join(d.name for d in supported)}"
+        )
+
+
+def require_kind(tensor: Tensor, kinds: tuple[Kind, ...], op: str) -> None:
+    """Raise DTypeError unless ``tensor``'s kind is one of ``kinds``."""
+    if tensor._dtype.kind not in kinds:
+        wanted = " or ".join(k.value for k in kinds)
+        raise DTypeError(f"{op} needs a {wanted} tensor, got {tensor._dtype}")
+
+
+def unify(a: Tensor, b: Tensor, op: str) -> tuple[Any, Any, DType]:
+    """Both operands' primitives in their promoted dtype, after the device check."""
+    same_device(a, b, op)
+    dtype = promote(a._dtype, b._dtype)
+    pa = a._prim if a._dtype is dtype else a.cast(dtype)._prim
+    pb = b._prim if b._dtype is dtype else b.cast(dtype)._prim
+    return pa, pb, dtype
