@@ -1,0 +1,112 @@
+"""The safetensors format (the default): a file PyTorch, JAX and Hugging Face tools read as is.
+
+Tensors are stored under their dotted paths (``encoder.layers.0.weight``) with safetensors'
+own dtype codes (``F32``, ``BF16``...). burnish's metadata lives in the header's ``__metadata__``
+(strings only): ``burnish.format_version``, ``burnish.version``, ``burnish.precision``,
+``burnish.structure`` (the tree's skeleton as JSON: key order, lists, empty dicts) and
+``burnish.metadata`` (the user's metadata as JSON). A file without them (written elsewhere) loads
+as nested dicts split at the dots, its ``__metadata__`` strings becoming the user metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import numpy as np
+import safetensors
+import safetensors.numpy
+
+from burnish.errors import RecordError
+from burnish.record.format import RecordFormat
+from burnish.record.record import RecordMetadata
+from burnish.record.tensor_bytes import decode_tensor
+from burnish.record.tree import flatten, skeleton, unflatten, unflatten_dotted
+
+#: safetensors dtype codes and the burnish dtypes they hold.
+DTYPE_NAMES = {
+    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
+}
+
+_PREFIX = "burnish."
+# The safetensors library refuses larger headers too; checked here before json.loads sees it.
+_MAX_HEADER = 100_000_000
+
+
+class SafetensorsFormat(RecordFormat):
+    name = "safetensors"
+    extension = ".safetensors"
+    description = "safetensors: the default; readable by PyTorch, JAX, Hugging Face (dotted keys)"
+
+    def dumps(self, tree: dict[str, Any], metadata: RecordMetadata) -> bytes:
+        flat = flatten(tree)
+        if "__metadata__" in flat:
+            raise RecordError("'__metadata__' is reserved by safetensors and cannot name a tensor")
+        header = {
+            _PREFIX + "format_version": str(metadata.format_version),
+            _PREFIX + "version": str(metadata.burnish_version),
+            _PREFIX + "precision": str(metadata.precision),
+            _PREFIX + "structure": json.dumps(skeleton(tree), separators=(",", ":")),
+            _PREFIX + "metadata": json.dumps(metadata.user, separators=(",", ":")),
+        }
+        # safetensors.numpy names ml_dtypes' bfloat16 "BF16" in the header, as torch does.
+        # (np.require, not ascontiguousarray, which turns 0-d arrays into 1-d ones.)
+        arrays = {path: np.require(t.to_numpy(), requirements="C") for path, t in flat.items()}
+        return safetensors.numpy.save(arrays, metadata=header)
+
+    def loads(self, data: bytes) -> tuple[dict[str, Any], RecordMetadata]:
+        try:
+            # The library checks the header and every offset against the buffer's real size.
+            entries = safetensors.deserialize(data)
+        except safetensors.SafetensorError as error:
+            raise RecordError(f"not a valid safetensors file: {error}") from None
+        flat = {}
+        for path, entry in entries:
+            code = entry["dtype"]
+            if code not in DTYPE_NAMES:
+                raise RecordError(
+                    f"tensor {path!r} has safetensors dtype {code}, which burnish does not support"
+                )
+            flat[path] = decode_tensor(DTYPE_NAMES[code], entry["shape"], entry["data"], path)
+        strings = _header_metadata(data)
+        if _PREFIX + "format_version" not in strings:
+            return unflatten_dotted(flat), RecordMetadata(None, None, None, dict(strings))
+        return unflatten(_json(strings, "structure"), flat), _metadata(strings)
+
+
+def _header_metadata(data: bytes) -> dict[str, str]:
+    (length,) = struct.unpack_from("<Q", data)
+    if length > min(_MAX_HEADER, len(data) - 8):
+        raise RecordError(f"safetensors header claims {length} bytes")
+    try:
+        header = json.loads(bytes(data[8 : 8 + length]))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise RecordError(f"safetensors header is not valid JSON: {error}") from None
+    strings = (header.get("__metadata__") or {}) if isinstance(header, dict) else None
+    if not isinstance(strings, dict) or not all(isinstance(v, str) for v in strings.values()):
+        raise RecordError("safetensors __metadata__ must map strings to strings")
+    return strings
+
+
+def _metadata(strings: dict[str, str]) -> RecordMetadata:
+    version = strings[_PREFIX + "format_version"]
+    if not version.isdecimal() or len(version) > 9:
+        raise RecordError(f"{_PREFIX}format_version is {version!r}, not a version number")
+    return RecordMetadata.from_dict({
+        "format_version": int(version),
+        "burnish_version": strings.get(_PREFIX + "version"),
+        "precision": strings.get(_PREFIX + "precision"),
+        "user": _json(strings, "metadata"),
+    })
+
+
+def _json(strings: dict[str, str], key: str) -> Any:
+    text = strings.get(_PREFIX + key)
+    if text is None:
+        raise RecordError(f"safetensors __metadata__ lacks {_PREFIX}{key}")
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:
+        raise RecordError(f"{_PREFIX}{key} in __metadata__ is not valid JSON: {error}") from None

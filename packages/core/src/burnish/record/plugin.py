@@ -1,0 +1,15 @@
+"""core's plugin: registers the first-party record formats through the ``burnish`` entry point."""
+
+from __future__ import annotations
+
+from burnish.plugins.hookspecs import hookimpl
+from burnish.record.format import RecordFormat
+from burnish.record.formats.binary import BinaryFormat
+from burnish.record.formats.named_msgpack import NamedMsgpackFormat
+from burnish.record.formats.pretty_json import PrettyJsonFormat
+from burnish.record.formats.safetensors import SafetensorsFormat
+
+
+@hookimpl
+def burnish_record_formats() -> list[RecordFormat]:
+    return [SafetensorsFormat(), NamedMsgpackFormat(), PrettyJsonFormat(), BinaryFormat()]
