@@ -136,6 +136,9 @@ class LayoutMixin:
             raise ShapeError(f"repeat_dim: times must be >= 0, got {times}")
         if times == 1:
             return self
+        if times == 0:
+            # Backends repeat by concatenating copies; zero copies is an empty slice instead.
+            return self.narrow(d, 0, 0)
         return self._same(self._device.backend.repeat_dim(self._prim, d, times))
 
     def repeat(self, sizes: Sequence[int]) -> Tensor:
@@ -302,17 +305,28 @@ class LayoutMixin:
             at = index.index(Ellipsis)
             fill = (slice(None),) * (len(shape) - (len(index) - 1))
             index = index[:at] + fill + index[at + 1:]
-        ranges = []
+        ranges, dropped = [], []
         for d, i in enumerate(index):
             if isinstance(i, int):
                 j = i + shape[d] if i < 0 else i
                 if not 0 <= j < shape[d]:
                     raise ShapeError(f"index {i} is out of bounds for dim {d} of size {shape[d]}")
                 ranges.append(slice(j, j + 1))
+                dropped.append(d)
             elif isinstance(i, slice):
                 ranges.append(i)
             else:
                 raise TypeError(f"assignment supports int and slice indices, got {i!r}")
+        if dropped and type(values) is _core.Tensor:
+            # As in NumPy, an int index removes its dim: values broadcast against the indexed
+            # shape without it, and get size-1 dims back before the assignment.
+            target = [len(range(*r)) for r in self._ranges(ranges)]
+            indexed = tuple(n for d, n in enumerate(target) if d not in dropped)
+            if len(values.shape) > len(indexed) or \
+                    broadcast_shapes(tuple(values.shape), indexed) != indexed:
+                raise ShapeError(f"values of shape {show(values.shape)} do not fit the indexed "
+                                 f"shape {show(indexed)}")
+            values = values.expand(indexed).reshape(target)
         updated = self.slice_assign(ranges, values)
         self._prim = updated._prim
 
