@@ -1,0 +1,133 @@
+"""The pytest plugin: the ``--backend`` option, the fixtures, and the skips for missing dtypes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+import burnish
+from burnish import DType
+from burnish.conformance import compare
+from burnish.errors import BurnishError
+
+_BACKEND = pytest.StashKey[Any]()
+_DEVICE = pytest.StashKey[Any]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("burnish", "burnish conformance suite")
+    group.addoption("--backend", default="ndarray", metavar="NAME",
+                    help="the burnish backend to test, decorators included "
+                         "(e.g. ndarray, wgpu, autodiff+ndarray); default: ndarray")
+    group.addoption("--device", default=None, metavar="DEVICE",
+                    help="the device of that backend to test, as the backend writes it "
+                         "(e.g. cuda:1); default: the backend's default device")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "requires_dtype(*dtypes): the test also needs these dtypes on the device "
+        "under test (for indices, masks...); it is skipped where one is missing")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Resolve the backend once, before any test runs, so that a backend that is not installed is
+    # one clear usage error instead of an error in every test.
+    if any("device" in getattr(item, "fixturenames", ()) for item in items):
+        _resolve(config)
+
+
+def _resolve(config: pytest.Config) -> tuple[Any, Any]:
+    if _BACKEND not in config.stash:
+        name = config.getoption("--backend")
+        try:
+            backend = burnish.backend(name)
+            wanted = config.getoption("--device")
+            device = backend.default_device() if wanted is None else _find_device(backend, wanted)
+        except BurnishError as error:
+            raise pytest.UsageError(f"burnish conformance: {error}") from None
+        config.stash[_BACKEND] = backend
+        config.stash[_DEVICE] = device
+    return config.stash[_BACKEND], config.stash[_DEVICE]
+
+
+def _find_device(backend: Any, wanted: str) -> Any:
+    devices = backend.devices()
+    for device in devices:
+        if wanted in (str(device), str(device.index)):
+            return device
+    have = ", ".join(str(d) for d in devices)
+    raise burnish.DeviceError(f"backend {backend.name!r} has no device {wanted!r}; it has {have}")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test whose dtype parameters (or ``requires_dtype`` marks) the device lacks."""
+    if "device" not in getattr(item, "fixturenames", ()):
+        return
+    backend, device = _resolve(item.config)
+    needed: list[DType] = []
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        for value in callspec.params.values():
+            needed.extend(_dtypes_in(value))
+    for mark in item.iter_markers("requires_dtype"):
+        needed.extend(_dtypes_in(mark.args))
+    supported = backend.dtypes(device)
+    for dtype in needed:
+        if dtype not in supported:
+            pytest.skip(f"backend {backend.name!r} does not support dtype {dtype} on {device}")
+
+
+def _dtypes_in(value: Any) -> Iterable[DType]:
+    if isinstance(value, DType):
+        yield value
+    elif isinstance(value, tuple | list):
+        for inner in value:
+            yield from _dtypes_in(inner)
+
+
+@pytest.fixture(scope="session")
+def backend(request: pytest.FixtureRequest) -> Any:
+    """The backend under test (``--backend``)."""
+    return _resolve(request.config)[0]
+
+
+@pytest.fixture(scope="session")
+def device(request: pytest.FixtureRequest) -> Any:
+    """The device under test (``--device``, else the backend's default): every tensor a
+    conformance test makes lives there."""
+    return _resolve(request.config)[1]
+
+
+@pytest.fixture(scope="session")
+def dtypes(backend: Any, device: Any) -> tuple[DType, ...]:
+    """The dtypes the device under test supports."""
+    return tuple(backend.dtypes(device))
+
+
+@pytest.fixture(scope="session")
+def require_dtype(backend: Any, device: Any):
+    """``require_dtype(dtype)`` skips the calling test when the device lacks ``dtype``."""
+
+    def require(*wanted: DType) -> None:
+        supported = backend.dtypes(device)
+        for dtype in wanted:
+            if dtype not in supported:
+                pytest.skip(f"backend {backend.name!r} does not support dtype {dtype} on {device}")
+
+    return require
+
+
+@pytest.fixture(scope="session")
+def assert_close():
+    """``assert_close(tensor, reference, dtype=None, rtol=None, atol=None)``: see
+    ``burnish.conformance.compare``."""
+    return compare.assert_close
+
+
+@pytest.fixture(scope="session")
+def assert_equal():
+    """``assert_equal(tensor, reference, dtype=None)``: exact comparison (NaN matches NaN)."""
+    return compare.assert_equal
