@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from burnish import DType
 from burnish.conformance import compare
 from burnish.errors import BurnishError
 
+_HERE = Path(__file__).resolve().parent
 _BACKEND = pytest.StashKey[Any]()
 _DEVICE = pytest.StashKey[Any]()
 
@@ -28,14 +30,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
+        "markers", "conformance: a test of the backend under test (--backend); every test of "
+        "burnish.conformance has it, and other suites may mark their own tests with it")
+    config.addinivalue_line(
         "markers", "requires_dtype(*dtypes): the test also needs these dtypes on the device "
         "under test (for indices, masks...); it is skipped where one is missing")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The plugin is loaded in every pytest session of the environment: it only acts on its own
+    # tests (and on tests marked conformance), never on other suites' ``device`` fixtures.
+    for item in items:
+        if _HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.conformance)
     # Resolve the backend once, before any test runs, so that a backend that is not installed is
     # one clear usage error instead of an error in every test.
-    if any("device" in getattr(item, "fixturenames", ()) for item in items):
+    if any(item.get_closest_marker("conformance") for item in items):
         _resolve(config)
 
 
@@ -48,6 +58,9 @@ def _resolve(config: pytest.Config) -> tuple[Any, Any]:
             device = backend.default_device() if wanted is None else _find_device(backend, wanted)
         except BurnishError as error:
             raise pytest.UsageError(f"burnish conformance: {error}") from None
+        except Exception as error:  # a backend whose package is broken or half-installed
+            raise pytest.UsageError(f"burnish conformance: backend {name!r} could not be made: "
+                                    f"{type(error).__name__}: {error}") from error
         config.stash[_BACKEND] = backend
         config.stash[_DEVICE] = device
     return config.stash[_BACKEND], config.stash[_DEVICE]
@@ -64,7 +77,7 @@ def _find_device(backend: Any, wanted: str) -> Any:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip a test whose dtype parameters (or ``requires_dtype`` marks) the device lacks."""
-    if "device" not in getattr(item, "fixturenames", ()):
+    if item.get_closest_marker("conformance") is None:
         return
     backend, device = _resolve(item.config)
     needed: list[DType] = []
