@@ -149,6 +149,7 @@ def test_promotion_follows_pytorch(device, case):
     assert_close(x * y, a.astype(np.float64) * b.astype(np.float64), result)
 
 
+@pytest.mark.requires_dtype(bool_)
 @pytest.mark.parametrize("case", KNOWN, ids=[f"{a}+{b}={c}" for a, b, c in KNOWN])
 def test_cat_and_where_promote(device, case):
     a_dtype, b_dtype, result = case

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from burnish import Tensor, bool_, float32, int64
+from burnish import Tensor, bool_, float32, int8, int16, int64, uint8
 from burnish.conformance.compare import accumulated_atol, assert_close, assert_equal
 from burnish.conformance.samples import ALL, FLOATS, INTS, LAYOUTS, NUMERIC, ids, laid_out, sample
 from burnish.errors import ShapeError
@@ -52,6 +52,17 @@ def test_sum_non_contiguous(device, dtype, dim, layout):
     a = sample((3, 4, 5), dtype, -3, 3)
     out = laid_out(a, device, dtype, layout).sum(dim)
     _check_sum_like(out, a, dtype, dim, False, np.sum)
+
+
+WRAPS = [(int8, [100, 100, 100], 44), (uint8, [200, 100], 44), (int16, [30000, 30000], -5536)]
+
+
+@pytest.mark.parametrize(("dtype", "values", "total"), WRAPS, ids=[str(w[0]) for w in WRAPS])
+def test_int_sum_stays_in_its_dtype(device, dtype, values, total):
+    # The protocol: ints accumulate in their own dtype, so the sum wraps as that dtype does.
+    x = Tensor.from_data(np.array(values, dtype=dtype.numpy), device)
+    assert_equal(x.sum(), np.array(total, dtype=dtype.numpy), dtype)
+    assert_equal(x.cumsum(0)[-1], np.array(total, dtype=dtype.numpy), dtype)
 
 
 @pytest.mark.requires_dtype(int64)
