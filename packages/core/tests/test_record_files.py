@@ -15,7 +15,7 @@ import pytest
 from burnish.errors import RecordError
 from burnish.record import atomic as atomic_module
 from burnish.record import formats, load, save
-from burnish.record.formats.binary import MAGIC
+from burnish.record.builtin.binary import MAGIC
 from burnish.record.record import RecordMetadata
 from burnish.record.tree import normalize
 from burnish.tensor_data import TensorData

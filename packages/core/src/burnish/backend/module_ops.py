@@ -42,7 +42,9 @@ class ModuleOps(ABC):
     def max_pool_with_indices(self, x: Primitive, kernel: Dims, stride: Dims, padding: Dims,
                               dilation: Dims, ceil_mode: bool) -> tuple[Primitive, Primitive]:
         """Max over each window (padding is -inf) and the int64 index of the max, flattened over
-        the spatial dims of the input (PyTorch's ``return_indices``); the first max wins."""
+        the spatial dims of the input (PyTorch's ``return_indices``). Windows are scanned in
+        row-major order as PyTorch does (``val > max or isnan(val)``): the first max wins, and a
+        NaN beats every number, the last NaN of the window winning."""
 
     def max_pool(self, x: Primitive, kernel: Dims, stride: Dims, padding: Dims, dilation: Dims,
                  ceil_mode: bool) -> Primitive:
@@ -56,7 +58,8 @@ class ModuleOps(ABC):
     @abstractmethod
     def adaptive_max_pool_with_indices(self, x: Primitive, output_size: Dims
                                        ) -> tuple[Primitive, Primitive]:
-        """Max over the adaptive windows and the flattened int64 index of each max."""
+        """Max over the adaptive windows and the flattened int64 index of each max (ties and
+        NaN as in ``max_pool_with_indices``)."""
 
     def adaptive_max_pool(self, x: Primitive, output_size: Dims) -> Primitive:
         """Max over the adaptive windows of each dim."""
@@ -66,7 +69,9 @@ class ModuleOps(ABC):
     def interpolate(self, x: Primitive, size: Dims, mode: str, align_corners: bool
                     ) -> Primitive:
         """``x`` ([batch, channels, height, width]) resized to ``size`` by ``mode``: ``"nearest"``
-        (PyTorch's legacy nearest: ``floor(out_index * in / out)``), ``"bilinear"`` or
+        (PyTorch's legacy nearest: ``min(floor(out_index * scale), in - 1)`` with ``scale = in /
+        out``, scale and product in float32 as PyTorch computes them for float32 images, which
+        for some sizes is one below the exact ``out_index * in // out``), ``"bilinear"`` or
         ``"bicubic"`` (a = -0.75, borders clamped), with PyTorch's ``align_corners`` meaning."""
 
     def embedding(self, weights: Primitive, indices: Primitive) -> Primitive:
@@ -79,18 +84,25 @@ class ModuleOps(ABC):
     def unfold(self, x: Primitive, kernel: Dims, stride: Dims, padding: Dims, dilation: Dims,
                dtype: DType) -> Primitive:
         """Sliding blocks of ``x`` ([batch, channels, h, w]) as columns: ``[batch, channels *
-        kh * kw, blocks]`` (PyTorch's ``F.unfold``), through a convolution with one-hot weights."""
-        import numpy as np
-
-        from burnish.tensor_data import TensorData
-
-        channels = x.shape[1]
-        size = channels * _numel(kernel)
-        eye = np.eye(size, dtype=dtype.numpy).reshape((size, channels) + tuple(kernel))
-        weight = self.from_data(TensorData(eye), self._device_of(x))
-        out = self.conv(x, weight, None, stride, padding, dilation, 1)
-        return self.reshape(out, (out.shape[0], size, _numel(out.shape[2:])))
-
+        kh * kw, blocks]`` (PyTorch's ``F.unfold``); values are copied, never multiplied, so NaN
+        and inf stay where they are."""
+        n, c, h, w = x.shape
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+        if ph or pw:
+            padded = self.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype, self._device_of(x))
+            inside = ((0, n, 1), (0, c, 1), (ph, ph + h, 1), (pw, pw + w, 1))
+            x = self.slice_assign(padded, inside, x)
+        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+        ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        columns = []
+        for i in range(kh):
+            for j in range(kw):
+                rows = (i * dh, i * dh + (oh - 1) * sh + 1, sh)
+                cols = (j * dw, j * dw + (ow - 1) * sw + 1, sw)
+                window = self.slice(x, ((0, n, 1), (0, c, 1), rows, cols))
+                columns.append(self.reshape(window, (n, c, 1, oh * ow)))
+        blocks = self.cat(columns, 2) if len(columns) > 1 else columns[0]
+        return self.reshape(blocks, (n, c * kh * kw, oh * ow))
 
 def _numel(shape: Dims) -> int:
     n = 1

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from burnish.plugins.hookspecs import hookimpl
 from burnish.record.format import RecordFormat
-from burnish.record.formats.binary import BinaryFormat
-from burnish.record.formats.named_msgpack import NamedMsgpackFormat
-from burnish.record.formats.pretty_json import PrettyJsonFormat
-from burnish.record.formats.safetensors import SafetensorsFormat
+from burnish.record.builtin.binary import BinaryFormat
+from burnish.record.builtin.named_msgpack import NamedMsgpackFormat
+from burnish.record.builtin.pretty_json import PrettyJsonFormat
+from burnish.record.builtin.safetensors import SafetensorsFormat
 
 
 @hookimpl
