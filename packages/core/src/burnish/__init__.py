@@ -8,6 +8,7 @@ from pkgutil import extend_path
 
 __path__ = extend_path(__path__, __name__)
 
+from burnish import functional  # noqa: E402  (after Tensor: it builds on it)
 from burnish.device import Device  # noqa: E402
 from burnish.distribution import Distribution  # noqa: E402
 from burnish.dtype import (  # noqa: E402
@@ -50,6 +51,6 @@ __all__ = [
     "BackendNotInstalledError", "BurnishError", "DType", "DTypeError", "Device", "DeviceError",
     "Distribution", "Kind", "RecordError", "Shape", "ShapeError", "Tensor", "TensorData",
     "UnsupportedError", "backend", "bfloat16", "bool_", "default_backend", "default_device",
-    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "seed",
+    "float16", "float32", "float64", "functional", "int8", "int16", "int32", "int64", "seed",
     "set_default_backend", "uint8", "cat", "stack", "where",
 ]

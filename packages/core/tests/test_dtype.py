@@ -1,0 +1,60 @@
+"""Dtype lookup and the promotion rules written in docs/getting-started.md."""
+
+import numpy as np
+import pytest
+
+import burnish as bn
+from burnish.dtype import ALL_DTYPES, get_dtype, promote, scalar_dtype
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_lookup_by_name_and_numpy(dtype):
+    assert get_dtype(dtype.name) is dtype
+    assert get_dtype(dtype.numpy) is dtype
+
+
+def test_unknown_dtype_names_the_value():
+    with pytest.raises(bn.DTypeError, match="'float128'"):
+        get_dtype("float128")
+
+
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        (bn.float32, bn.float64, bn.float64),
+        (bn.float16, bn.bfloat16, bn.float32),
+        (bn.int64, bn.float16, bn.float16),
+        (bn.bool_, bn.int8, bn.int8),
+        (bn.uint8, bn.int8, bn.int16),
+        (bn.uint8, bn.int32, bn.int32),
+        (bn.int16, bn.int32, bn.int32),
+        (bn.bool_, bn.bool_, bn.bool_),
+    ],
+)
+def test_promotion_matches_pytorch(a, b, expected):
+    assert promote(a, b) is expected
+    assert promote(b, a) is expected
+
+
+@pytest.mark.parametrize("a", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("b", ALL_DTYPES, ids=str)
+def test_promotion_is_symmetric_and_never_loses_kind(a, b):
+    out = promote(a, b)
+    assert out is promote(b, a)
+    order = {"bool": 0, "int": 1, "float": 2}
+    assert order[out.kind.value] == max(order[a.kind.value], order[b.kind.value])
+
+
+def test_scalars_are_weak():
+    assert scalar_dtype(bn.float16, 2.5) is bn.float16
+    assert scalar_dtype(bn.int8, 3) is bn.int8
+    assert scalar_dtype(bn.int8, 0.5) is bn.float32
+    assert scalar_dtype(bn.bool_, 2) is bn.int64
+    assert scalar_dtype(bn.bool_, True) is bn.bool_
+    with pytest.raises(bn.DTypeError):
+        scalar_dtype(bn.float32, "2")
+
+
+def test_numpy_names_are_kept():
+    assert bn.bfloat16.numpy.name == "bfloat16"
+    assert bn.float32.numpy == np.float32

@@ -1,0 +1,40 @@
+"""Finding backends by name, and the error for one that is not installed."""
+
+import pytest
+
+import burnish as bn
+from burnish import registry
+
+
+def test_ndarray_is_the_default():
+    assert bn.default_backend().name == "ndarray"
+    assert bn.default_device().backend is bn.backend("ndarray")
+
+
+def test_backends_are_shared():
+    assert bn.backend("ndarray") is bn.backend("ndarray")
+
+
+def test_missing_backend_names_its_package():
+    with pytest.raises(bn.BackendNotInstalledError, match="pip install burnish-backend-wgpu"):
+        bn.backend("wgpu")
+
+
+def test_unknown_backend_says_no_package_is_known():
+    with pytest.raises(bn.BackendNotInstalledError, match="no known package provides it"):
+        bn.backend("no-such-backend")
+
+
+def test_missing_decorator_names_its_package():
+    if "autodiff" in registry.decorator_infos():
+        pytest.skip("burnish-autodiff is installed, so it cannot be missing")
+    with pytest.raises(bn.BackendNotInstalledError, match="burnish-autodiff"):
+        bn.backend("autodiff+ndarray")
+
+
+def test_info_command_lists_ndarray(capsys):
+    from burnish.__main__ import main
+
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "ndarray" in out and "burnish-backend-ndarray" in out and "cpu:0" in out
