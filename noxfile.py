@@ -23,6 +23,9 @@ nox.options.error_on_external_run = True
 nox.options.sessions = ["lint", "tests", "conformance"]
 
 RUFF = "ruff==0.17.6"
+# The PyTorch that bench/RESULTS.md was measured against. PyPI's Linux wheel is the CUDA build;
+# PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu gets the CPU one (what bench uses).
+TORCH = "torch==2.13.0"
 
 
 def packages() -> list[Path]:
@@ -88,5 +91,5 @@ def bench(session: nox.Session) -> None:
     """The benchmarks: ``nox -s bench -- --markdown``; ``-- --torch`` adds PyTorch to compare."""
     install_editable(session, "core", "backend-ndarray")
     if "--torch" in session.posargs:
-        session.install("torch")
+        session.install(TORCH)
     session.run("python", str(ROOT / "bench" / "run.py"), *session.posargs)

@@ -18,15 +18,11 @@ class Context:
     torch: Any
 
     @classmethod
-    def make(cls, backend_name: str, use_torch: bool | None) -> Context:
-        """``use_torch``: True requires PyTorch, False leaves it out, None uses it if present."""
+    def make(cls, backend_name: str, with_torch: bool) -> Context:
+        """The context for ``backend_name``, with PyTorch imported when ``with_torch``."""
         torch = None
-        if use_torch is not False:
-            try:
-                import torch
-            except ImportError:
-                if use_torch:
-                    raise
+        if with_torch:
+            import torch
         backend = burnish.backend(backend_name)
         return cls(backend, backend.default_device(), torch)
 

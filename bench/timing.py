@@ -25,6 +25,12 @@ class Case:
     seconds: dict[str, float] = field(default_factory=dict)
     loops: dict[str, int] = field(default_factory=dict)
 
+    def goal_met(self) -> bool | None:
+        """Whether burnish met the goal; None when there is no goal or nothing to judge."""
+        if self.met is None or "burnish" not in self.seconds:
+            return None
+        return self.met(self.seconds)
+
 
 def measure(run: Callable[[], object], repeat: int, min_time: float) -> tuple[float, int]:
     """The best seconds per call of ``run`` over ``repeat`` runs of as many loops as take at
