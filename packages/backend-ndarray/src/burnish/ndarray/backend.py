@@ -1,0 +1,26 @@
+"""``NdArrayBackend``: burnish's CPU backend on NumPy, every op of the protocol, every dtype."""
+
+from __future__ import annotations
+
+from burnish.backend import Backend
+from burnish.ndarray.activation_ops import NdArrayActivationOps
+from burnish.ndarray.base import NdArrayBase
+from burnish.ndarray.bool_ops import NdArrayBoolOps
+from burnish.ndarray.float_ops import NdArrayFloatOps
+from burnish.ndarray.int_ops import NdArrayIntOps
+from burnish.ndarray.layout_ops import NdArrayLayoutOps
+from burnish.ndarray.module_ops import NdArrayModuleOps
+from burnish.ndarray.numeric_ops import NdArrayNumericOps
+
+
+class NdArrayBackend(
+    NdArrayBase, NdArrayLayoutOps, NdArrayNumericOps, NdArrayFloatOps, NdArrayIntOps,
+    NdArrayBoolOps, NdArrayModuleOps, NdArrayActivationOps, Backend,
+):
+    """The default backend: primitives are ``np.ndarray``, on one device, ``cpu:0``.
+
+    Synchronous and single-device, so ``sync`` and ``to_device`` have nothing to do. Random
+    numbers come from one ``np.random.Generator`` per backend, reseeded by ``seed``.
+    """
+
+    name = "ndarray"
