@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import safetensors
 import safetensors.numpy
+
 from burnish.dtype import ALL_DTYPES, DType
 from burnish.errors import RecordError
 from burnish.plugins.hookspecs import hookimpl

@@ -12,6 +12,7 @@ from pathlib import Path
 import msgpack
 import numpy as np
 import pytest
+
 from burnish.errors import RecordError
 from burnish.record import atomic as atomic_module
 from burnish.record import formats, load, save

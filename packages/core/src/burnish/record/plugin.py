@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from burnish.plugins.hookspecs import hookimpl
-from burnish.record.format import RecordFormat
 from burnish.record.builtin.binary import BinaryFormat
 from burnish.record.builtin.named_msgpack import NamedMsgpackFormat
 from burnish.record.builtin.pretty_json import PrettyJsonFormat
 from burnish.record.builtin.safetensors import SafetensorsFormat
+from burnish.record.format import RecordFormat
 
 
 @hookimpl

@@ -25,8 +25,8 @@ from typing import Any
 import msgpack
 
 from burnish.errors import RecordError
-from burnish.record.format import RecordFormat
 from burnish.record.builtin.named_msgpack import unpack
+from burnish.record.format import RecordFormat
 from burnish.record.record import RecordMetadata
 from burnish.record.tensor_bytes import check_dtype, check_shape, decode_tensor, nbytes
 from burnish.record.tree import decode_nested, encode_nested
