@@ -41,7 +41,10 @@ def element(value: bool | int | float, dtype: np.dtype) -> np.generic:
     Ints out of an int dtype's range wrap around (two's complement, as PyTorch does) instead of
     raising as NumPy 2 does; floats to ints truncate toward zero.
     """
-    if dtype.kind in "iu" and isinstance(value, int) and not isinstance(value, bool):
+    kind = dtype.kind
+    if kind == "f" and (type(value) is float or type(value) is int):
+        return value  # NumPy 2 treats Python numbers as weak: the array's float dtype wins
+    if kind in "iu" and isinstance(value, int) and not isinstance(value, bool):
         bits = dtype.itemsize * 8
         value %= 1 << bits
         if dtype.kind == "i" and value >= 1 << (bits - 1):

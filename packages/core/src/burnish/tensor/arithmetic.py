@@ -26,7 +26,7 @@ class ArithmeticMixin:
 
     # -- the arithmetic core --------------------------------------------------------------------
 
-    def _binary(self, other: Operand, op: str, name: str) -> Tensor:
+    def _binary(self, other: Operand, op: str, name: str, scalar_op: str | None = None) -> Tensor:
         if type(other) is _core.Tensor:
             dtype = self._dtype
             if dtype is other._dtype and self._device is other._device and dtype.kind is not _BOOL:
@@ -40,12 +40,13 @@ class ArithmeticMixin:
                 broadcast_shapes(a.shape, b.shape)
             return _core.make(getattr(self._device.backend, op)(a, b), self._device, dtype)
         if isinstance(other, _SCALARS):
-            dtype = scalar_dtype(self._dtype, other)
-            _no_bool(dtype, name)
+            dtype = self._dtype
+            if dtype.kind is not _FLOAT or type(other) is bool:
+                dtype = scalar_dtype(dtype, other)
+                _no_bool(dtype, name)
             x = self if dtype is self._dtype else self.cast(dtype)
-            backend = self._device.backend
-            return _core.make(getattr(backend, op + "_scalar")(x._prim, other, dtype),
-                              self._device, dtype)
+            fn = getattr(self._device.backend, scalar_op or op + "_scalar")
+            return _core.make(fn(x._prim, other, dtype), self._device, dtype)
         raise TypeError(f"{name}: expected a Tensor or a Python scalar, got {type(other).__name__}")
 
     def _reflected(self, other: Operand, op: str, name: str) -> Tensor:
@@ -61,15 +62,15 @@ class ArithmeticMixin:
 
     def add(self, other: Operand) -> Tensor:
         """``self + other``, broadcast."""
-        return self._binary(other, "add", "add")
+        return self._binary(other, "add", "add", "add_scalar")
 
     def sub(self, other: Operand) -> Tensor:
         """``self - other``, broadcast."""
-        return self._binary(other, "sub", "sub")
+        return self._binary(other, "sub", "sub", "sub_scalar")
 
     def mul(self, other: Operand) -> Tensor:
         """``self * other``, broadcast."""
-        return self._binary(other, "mul", "mul")
+        return self._binary(other, "mul", "mul", "mul_scalar")
 
     def div(self, other: Operand) -> Tensor:
         """True division ``self / other``: ints and bools become the default float first."""
