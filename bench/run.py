@@ -93,12 +93,11 @@ def run_cases(names: list[str], ctx: Context, implementations: set[str],
     done = []
     for name in names:
         for case in BENCHMARKS[name].cases(ctx):
-            for impl, run in case.runs.items():
-                if impl not in implementations:
-                    continue
-                case.seconds[impl], case.loops[impl] = measure(run, args.repeat, args.min_time)
-                print(f"{case.benchmark:<12} {case.name:<44} {impl:<8} "
-                      f"{show(case.seconds[impl]):>10}", file=sys.stderr, flush=True)
+            runs = {impl: run for impl, run in case.runs.items() if impl in implementations}
+            case.seconds, case.loops = measure(runs, args.repeat, args.min_time)
+            for impl, seconds in case.seconds.items():
+                print(f"{case.benchmark:<12} {case.name:<44} {impl:<8} {show(seconds):>10}",
+                      file=sys.stderr, flush=True)
             case.runs.clear()  # let the inputs go before the next case allocates its own
             done.append(case)
     return done

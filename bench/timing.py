@@ -32,19 +32,31 @@ class Case:
         return self.met(self.seconds)
 
 
-def measure(run: Callable[[], object], repeat: int, min_time: float) -> tuple[float, int]:
-    """The best seconds per call of ``run`` over ``repeat`` runs of as many loops as take at
-    least ``min_time`` seconds, and that number of loops."""
-    run()  # warm up: first-call costs (imports, allocations, BLAS threads) are not the op's
-    timer = timeit.Timer(run)
+def measure(runs: dict[str, Callable[[], object]], repeat: int, min_time: float
+            ) -> tuple[dict[str, float], dict[str, int]]:
+    """The best seconds per call of each of ``runs`` over ``repeat`` timed runs, each of as many
+    loops as last at least ``min_time`` seconds, and those numbers of loops.
+
+    The implementations take turns, run by run, so that a slow spell of a shared machine falls on
+    all of them alike instead of on whichever was being timed.
+    """
+    timers = {name: timeit.Timer(run) for name, run in runs.items()}
+    loops = {name: _loops(timer, min_time) for name, timer in timers.items()}
+    best = dict.fromkeys(timers, float("inf"))
+    for _ in range(repeat):
+        for name, timer in timers.items():
+            best[name] = min(best[name], timer.timeit(loops[name]) / loops[name])
+    return best, loops
+
+
+def _loops(timer: timeit.Timer, min_time: float) -> int:
+    """How many calls take at least ``min_time`` seconds, after one call to warm up (imports,
+    allocations, starting BLAS threads are not the op's cost)."""
+    timer.timeit(1)
     loops = 1
-    while True:
-        elapsed = timer.timeit(loops)
-        if elapsed >= min_time:
-            break
+    while (elapsed := timer.timeit(loops)) < min_time:
         loops *= 10 if elapsed < min_time / 10 else 2
-    best = min([elapsed] + timer.repeat(repeat - 1, loops)) if repeat > 1 else elapsed
-    return best / loops, loops
+    return loops
 
 
 def within(factor: float, reference: str = "numpy") -> Callable[[dict[str, float]], bool]:
