@@ -82,7 +82,6 @@ def build(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """The demo in examples/demo, on an install of only core and the ndarray backend."""
     install_editable(session, "core", "backend-ndarray")
-    session.run("python", "-m", "burnish", "info")
     session.run("python", str(ROOT / "examples" / "demo" / "demo.py"))
 
 

@@ -5,6 +5,10 @@ import math
 import burnish as bn
 import burnish.functional as F
 from burnish import Tensor
+from burnish.__main__ import info
+
+info()  # what `python -m burnish info` prints: distributions, backends, devices, dtypes
+print()
 
 device = bn.backend("ndarray").default_device()
 a = Tensor.from_data([[2.0, 3.0], [4.0, 5.0]], device=device)
