@@ -26,6 +26,7 @@ from burnish.dtype import (  # noqa: E402
     uint8,
 )
 from burnish.errors import (  # noqa: E402
+    AutodiffError,
     BackendNotInstalledError,
     BurnishError,
     DeviceError,
@@ -48,9 +49,9 @@ from burnish.tensor_data import TensorData  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
-    "BackendNotInstalledError", "BurnishError", "DType", "DTypeError", "Device", "DeviceError",
-    "Distribution", "Kind", "RecordError", "Shape", "ShapeError", "Tensor", "TensorData",
-    "UnsupportedError", "backend", "bfloat16", "bool_", "default_backend", "default_device",
-    "float16", "float32", "float64", "functional", "int8", "int16", "int32", "int64", "seed",
-    "set_default_backend", "uint8", "cat", "stack", "where",
+    "AutodiffError", "BackendNotInstalledError", "BurnishError", "DType", "DTypeError", "Device",
+    "DeviceError", "Distribution", "Kind", "RecordError", "Shape", "ShapeError", "Tensor",
+    "TensorData", "UnsupportedError", "backend", "bfloat16", "bool_", "default_backend",
+    "default_device", "float16", "float32", "float64", "functional", "int8", "int16", "int32",
+    "int64", "seed", "set_default_backend", "uint8", "cat", "stack", "where",
 ]

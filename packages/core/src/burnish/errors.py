@@ -41,3 +41,7 @@ class RecordError(BurnishError, ValueError):
 
 class UnsupportedError(BurnishError, TypeError):
     """An operation the chosen backend or device cannot perform (a device limit, said plainly)."""
+
+
+class AutodiffError(BurnishError, RuntimeError):
+    """A gradient asked of a backend without autodiff, or of a graph that backward() freed."""

@@ -61,18 +61,20 @@ def backend(name: str | Backend | None = None) -> Backend:
         if base not in infos:
             raise BackendNotInstalledError(base, KNOWN_PACKAGES.get(base), sorted(infos))
         result = backend(base) if decorators else infos[base].factory()
-        if decorators:
-            available = decorator_infos()
-            for decorator in reversed(decorators):
-                if decorator not in available:
-                    raise BackendNotInstalledError(
-                        decorator, KNOWN_PACKAGES.get(decorator), sorted(available)
-                    )
-                result = available[decorator].factory(result)
+        for decorator in reversed(decorators):
+            result = decorate(decorator, result)
         if _seed is not None:
             result.seed(_seed)
         _instances[name] = result
         return result
+
+
+def decorate(decorator: str, inner: Backend) -> Backend:
+    """``inner`` wrapped by the installed decorator called ``decorator`` (``"autodiff"``)."""
+    available = decorator_infos()
+    if decorator not in available:
+        raise BackendNotInstalledError(decorator, KNOWN_PACKAGES.get(decorator), sorted(available))
+    return available[decorator].factory(inner)
 
 
 def default_backend() -> Backend:

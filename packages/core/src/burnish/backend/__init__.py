@@ -7,6 +7,7 @@ others have defaults written through the required ones, which a backend override
 from __future__ import annotations
 
 from burnish.backend.activation_ops import ActivationOps
+from burnish.backend.autodiff_ops import AutodiffOps
 from burnish.backend.base import BackendBase, Primitive, Scalar
 from burnish.backend.bool_ops import BoolOps
 from burnish.backend.float_ops import FloatOps
@@ -31,6 +32,6 @@ def required_ops() -> list[str]:
 
 
 __all__ = [
-    "ActivationOps", "Backend", "BackendBase", "BoolOps", "FloatOps", "IntOps", "LayoutOps",
-    "ModuleOps", "NumericOps", "Primitive", "Ranges", "Scalar", "required_ops",
+    "ActivationOps", "AutodiffOps", "Backend", "BackendBase", "BoolOps", "FloatOps", "IntOps",
+    "LayoutOps", "ModuleOps", "NumericOps", "Primitive", "Ranges", "Scalar", "required_ops",
 ]

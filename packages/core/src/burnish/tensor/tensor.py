@@ -13,6 +13,7 @@ from burnish.errors import BurnishError, DTypeError
 from burnish.shape import Shape, show
 from burnish.tensor import core as _core
 from burnish.tensor.arithmetic import ArithmeticMixin
+from burnish.tensor.autodiff import AutodiffMixin
 from burnish.tensor.creation import CreationMixin
 from burnish.tensor.display import format_tensor
 from burnish.tensor.layout import LayoutMixin
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from burnish.tensor_data import TensorData
 
 
-class Tensor(CreationMixin, ArithmeticMixin, ReductionMixin, LayoutMixin):
+class Tensor(CreationMixin, ArithmeticMixin, ReductionMixin, LayoutMixin, AutodiffMixin):
     """An n-dimensional array on a device of some backend, with a dtype of kind float, int or bool.
 
     Tensors are values: operations return new tensors and leave their inputs alone (``x[i] = v``

@@ -1,0 +1,83 @@
+"""Activations with their backward rules: one node each, not the graph of their defaults.
+
+The protocol's defaults write these through other ops; through autodiff that would record one
+node per step (and keep one buffer per step). Each is forwarded to the inner backend's own
+activation instead, and differentiated by its closed form.
+"""
+
+from __future__ import annotations
+
+import math
+
+from burnish.autodiff.graph import OUT, AutodiffPrimitive
+from burnish.autodiff.inner_math import one_minus, scalar
+from burnish.backend.activation_ops import ActivationOps
+from burnish.dtype import DType
+
+P = AutodiffPrimitive
+
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+class AutodiffActivationOps(ActivationOps):
+    """Activations: the inner backend computes, a tracked input adds one node."""
+
+    def _activation(self, x: P, op: str, rule, saved: tuple, *args) -> P:
+        fn = getattr(self._inner, op)
+        out = fn(x.inner, *args)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), rule, saved, (fn, x, *args))
+
+    def relu(self, x: P, dtype: DType) -> P:
+        return self._activation(x, "relu", _relu_backward, (OUT,), dtype)
+
+    def gelu(self, x: P, dtype: DType) -> P:
+        return self._activation(x, "gelu", _gelu_backward, (x,), dtype)
+
+    def sigmoid(self, x: P, dtype: DType) -> P:
+        return self._activation(x, "sigmoid", _sigmoid_backward, (OUT,), dtype)
+
+    def log_sigmoid(self, x: P, dtype: DType) -> P:
+        return self._activation(x, "log_sigmoid", _log_sigmoid_backward, (x,), dtype)
+
+    def softmax(self, x: P, dim: int, dtype: DType) -> P:
+        return self._activation(x, "softmax", _softmax_backward, (OUT, dim), dim, dtype)
+
+    def log_softmax(self, x: P, dim: int, dtype: DType) -> P:
+        return self._activation(x, "log_softmax", _log_softmax_backward, (OUT, dim), dim, dtype)
+
+
+# -- backward rules: rule(inner, dtype, grad, *saved) -> a gradient per input ---------------------
+
+
+def _relu_backward(b, dtype, g, out):
+    # PyTorch's convention: zero gradient at 0 (and for NaN inputs).
+    zero = scalar(b, 0.0, dtype, g)
+    return (b.where(b.greater(out, zero), g, zero),)
+
+
+def _gelu_backward(b, dtype, g, x):
+    # d/dx x * Phi(x) = Phi(x) + x * phi(x)
+    cdf = b.mul_scalar(b.add_scalar(b.erf(b.mul_scalar(x, _INV_SQRT2, dtype)), 1.0, dtype), 0.5,
+                       dtype)
+    pdf = b.mul_scalar(b.exp(b.mul_scalar(b.mul(x, x), -0.5, dtype)), _INV_SQRT_2PI, dtype)
+    return (b.mul(g, b.add(cdf, b.mul(x, pdf))),)
+
+
+def _sigmoid_backward(b, dtype, g, out):
+    return (b.mul(g, b.mul(out, one_minus(b, out, dtype))),)
+
+
+def _log_sigmoid_backward(b, dtype, g, x):
+    # d/dx log(sigmoid(x)) = 1 - sigmoid(x) = sigmoid(-x), stable for any x.
+    return (b.mul(g, b.sigmoid(b.neg(x, dtype), dtype)),)
+
+
+def _softmax_backward(b, dtype, g, out, dim):
+    return (b.mul(out, b.sub(g, b.sum(b.mul(g, out), dim))),)
+
+
+def _log_softmax_backward(b, dtype, g, out, dim):
+    return (b.sub(g, b.mul(b.exp(out), b.sum(g, dim))),)

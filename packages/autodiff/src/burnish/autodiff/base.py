@@ -1,0 +1,134 @@
+"""The autodiff backend's core: the inner backend, devices, data in and out, and recording ops."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from burnish.autodiff.checkpoint import STRATEGIES, state
+from burnish.autodiff.graph import OUT, AutodiffPrimitive, Node, Rule
+from burnish.backend import Backend
+from burnish.backend.base import BackendBase, Scalar
+from burnish.device import Device
+from burnish.distribution import Distribution
+from burnish.dtype import DType
+from burnish.tensor_data import TensorData
+
+P = AutodiffPrimitive
+
+
+class AutodiffBase(BackendBase):
+    """Devices and dtypes are the inner backend's; every op runs on the inner backend, and ops
+    whose inputs are tracked also record a node (``_record``)."""
+
+    def _setup(self, inner: Backend, checkpointing: str) -> None:
+        if checkpointing not in STRATEGIES:
+            raise ValueError(f"Autodiff: checkpointing must be one of {', '.join(STRATEGIES)}, "
+                             f"got {checkpointing!r}")
+        self._inner = inner
+        self.checkpointing = checkpointing
+        self._balanced = checkpointing == "balanced"
+        self.name = "autodiff+" + inner.name
+        self._devices: dict[Device, Device] = {}
+
+    # -- recording ----------------------------------------------------------------------------
+
+    def _record(self, out: Any, inputs: tuple[P | None, ...], rule: Rule, saved: tuple = (),
+                recipe: tuple | None = None, dtype: DType | None = None) -> P:
+        """``out`` (an inner primitive) as a tracked primitive whose node runs ``rule`` with
+        ``saved`` during backward; ``inputs`` are the differentiable inputs, in the order of the
+        gradients the rule returns. ``recipe`` (``(fn, *args)``, ``fn(*args) == out``) marks
+        the op as memory-bound: balanced checkpointing keeps it instead of the output."""
+        parents = tuple(None if x is None else x.node for x in inputs)
+        if dtype is None:
+            dtype = next(p.dtype for p in parents if p is not None)
+        balanced = self._balanced and recipe is not None
+        if balanced:
+            recipe = (recipe[0], *[state(a, True) for a in recipe[1:]])
+            saved = tuple(state(s, True) for s in saved)
+        else:
+            recipe = None
+            saved = tuple(out if s is OUT else state(s, False) for s in saved)
+        return P(out, Node(parents, rule, saved, recipe, dtype))
+
+    # -- devices and dtypes -------------------------------------------------------------------
+
+    def wrap_device(self, device: Device) -> Device:
+        found = self._devices.get(device)
+        if found is None:
+            found = self._devices.setdefault(
+                device, Device(self, device.type, device.index, native=device))
+        return found
+
+    def devices(self) -> list[Device]:
+        return [self.wrap_device(d) for d in self._inner.devices()]
+
+    def default_device(self) -> Device:
+        return self.wrap_device(self._inner.default_device())
+
+    def _device_of(self, x: P) -> Device:
+        return self.wrap_device(self._inner._device_of(x.inner))
+
+    def dtypes(self, device: Device) -> tuple[DType, ...]:
+        return self._inner.dtypes(device.native)
+
+    def seed(self, seed: int) -> None:
+        self._inner.seed(seed)
+
+    def sync(self, device: Device) -> None:
+        self._inner.sync(device.native)
+
+    # -- data in and out ----------------------------------------------------------------------
+
+    def from_data(self, data: TensorData, device: Device) -> P:
+        return P(self._inner.from_data(data, device.native))
+
+    def into_data(self, x: P, dtype: DType) -> TensorData:
+        return self._inner.into_data(x.inner, dtype)
+
+    def read(self, xs: Sequence[P], dtypes: Sequence[DType]) -> list[TensorData]:
+        return self._inner.read([x.inner for x in xs], dtypes)
+
+    def to_device(self, x: P, dtype: DType, device: Device) -> P:
+        source = self._inner._device_of(x.inner)
+        out = self._inner.to_device(x.inner, dtype, device.native)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _to_device_backward, (dtype, source))
+
+    # -- creation -----------------------------------------------------------------------------
+
+    def empty(self, shape: tuple[int, ...], dtype: DType, device: Device) -> P:
+        return P(self._inner.empty(shape, dtype, device.native))
+
+    def zeros(self, shape: tuple[int, ...], dtype: DType, device: Device) -> P:
+        return P(self._inner.zeros(shape, dtype, device.native))
+
+    def ones(self, shape: tuple[int, ...], dtype: DType, device: Device) -> P:
+        return P(self._inner.ones(shape, dtype, device.native))
+
+    def full(self, shape: tuple[int, ...], value: Scalar, dtype: DType, device: Device) -> P:
+        return P(self._inner.full(shape, value, dtype, device.native))
+
+    def arange(self, start: int | float, end: int | float, step: int | float, dtype: DType,
+               device: Device) -> P:
+        return P(self._inner.arange(start, end, step, dtype, device.native))
+
+    def random(self, shape: tuple[int, ...], distribution: Distribution, dtype: DType,
+               device: Device) -> P:
+        return P(self._inner.random(shape, distribution, dtype, device.native))
+
+    def cast(self, x: P, from_dtype: DType, to_dtype: DType) -> P:
+        out = self._inner.cast(x.inner, from_dtype, to_dtype)
+        if x.node is None or not to_dtype.is_float:
+            return P(out)
+        return self._record(out, (x,), _cast_backward, (from_dtype,),
+                            (self._inner.cast, x, from_dtype, to_dtype), dtype=to_dtype)
+
+
+def _to_device_backward(b, dtype, g, source_dtype, source):
+    return (b.to_device(g, source_dtype, source),)
+
+
+def _cast_backward(b, dtype, g, from_dtype):
+    return (b.cast(g, dtype, from_dtype),)

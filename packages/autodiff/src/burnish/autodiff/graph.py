@@ -1,0 +1,187 @@
+"""The graph: autodiff primitives, the nodes behind them, and the backward pass that consumes them.
+
+A tracked primitive holds a ``Node``; a node holds its parents' nodes, the rule that turns the
+gradient of its output into gradients of its inputs, and what that rule needs from the forward
+pass. Nodes never point at their outputs and rules are plain functions, so the graph has no
+reference cycles: once nothing references a tensor, its node and every ancestor that only it
+kept alive are freed by reference counting. ``backward`` frees the nodes it ran through, so a
+graph that is still referenced after backward no longer holds its saved values.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from burnish.dtype import DType
+from burnish.errors import AutodiffError
+
+#: ``rule(inner_backend, dtype, grad, *saved) -> one gradient (or None) per parent``; ``dtype``
+#: is the output's (and so the gradient's) dtype, ``saved`` what the op kept (see ``Node``).
+Rule = Callable[..., tuple[Any, ...]]
+
+#: Leaf ids: what ``Gradients`` is keyed by. ``next`` on a count is atomic under the GIL.
+_leaf_ids = itertools.count(1)
+
+
+class Node:
+    """One recorded operation (or a leaf that requires grad).
+
+    ``saved`` holds, for each value the rule needs, an inner primitive, a static value (a dim, a
+    shape), ``OUT`` (this node's own output, recomputed when checkpointing dropped it) or the
+    ``Node`` of an input whose output checkpointing dropped. ``recipe`` is ``(fn, *inputs)``,
+    how to recompute the output, kept only by ops that checkpointing recomputes.
+    """
+
+    __slots__ = ("parents", "rule", "saved", "recipe", "dtype", "leaf_id", "cache")
+
+    def __init__(self, parents: tuple[Node | None, ...], rule: Rule | None, saved: tuple,
+                 recipe: tuple | None, dtype: DType, leaf_id: int = 0):
+        self.parents = parents
+        self.rule = rule
+        self.saved = saved
+        self.recipe = recipe
+        self.dtype = dtype
+        self.leaf_id = leaf_id
+        self.cache = None
+
+    @classmethod
+    def leaf(cls, dtype: DType) -> Node:
+        """A new leaf: a tensor whose gradient backward computes."""
+        return cls((), None, (), None, dtype, next(_leaf_ids))
+
+    @property
+    def freed(self) -> bool:
+        """Whether a backward pass already consumed this (non-leaf) node."""
+        return self.rule is None and not self.leaf_id
+
+    def free(self) -> None:
+        """Drop everything this node keeps; it can no longer be differentiated through."""
+        self.parents = ()
+        self.rule = None
+        self.saved = ()
+        self.recipe = None
+        self.cache = None
+
+    def __repr__(self) -> str:
+        if self.leaf_id:
+            return f"Node(leaf {self.leaf_id}, {self.dtype})"
+        name = getattr(self.rule, "__name__", "freed")
+        return f"Node({name}, {len(self.parents)} parents, {self.dtype})"
+
+
+class AutodiffPrimitive:
+    """An autodiff backend's primitive: the inner backend's primitive and, when gradients flow
+    through it, the node that made it. ``shape`` is the inner primitive's."""
+
+    __slots__ = ("inner", "node", "shape")
+
+    def __init__(self, inner: Any, node: Node | None = None):
+        self.inner = inner
+        self.node = node
+        self.shape = inner.shape
+
+    def __repr__(self) -> str:
+        return f"AutodiffPrimitive({self.inner!r}, node={self.node!r})"
+
+
+class _Out:
+    """The sentinel ``OUT``: "this node's own output" in ``Node.saved``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "OUT"
+
+
+OUT = _Out()
+
+
+def backward(inner: Any, root: Node, seed: Any) -> dict[int, Any]:
+    """Run the graph behind ``root`` backward from the gradient ``seed`` (an inner primitive of
+    ``root``'s shape); return the gradient of every leaf reached, by leaf id. Every non-leaf
+    node run through is freed."""
+    order = _topological(root)
+    pending: dict[Node, Any] = {root: seed}
+    found: dict[int, Any] = {}
+    for node in order:
+        grad = pending.pop(node, None)
+        if node.leaf_id:
+            if grad is not None:
+                found[node.leaf_id] = grad
+            continue
+        if grad is not None:
+            saved = [_value(s, node) for s in node.saved] if node.saved else ()
+            grads = node.rule(inner, node.dtype, grad, *saved)
+            for parent, parent_grad in zip(node.parents, grads):
+                if parent is None or parent_grad is None:
+                    continue
+                before = pending.get(parent)
+                pending[parent] = parent_grad if before is None else inner.add(before, parent_grad)
+        node.free()
+    return found
+
+
+def _topological(root: Node) -> list[Node]:
+    """Every node ``root`` depends on, each after all the nodes that consume it (root first)."""
+    if root.freed:
+        raise _freed_error()
+    order: list[Node] = []
+    seen = {root}
+    stack = [(root, iter(root.parents))]
+    while stack:
+        node, parents = stack[-1]
+        for parent in parents:
+            if parent is not None and parent not in seen:
+                if parent.freed:
+                    raise _freed_error()
+                seen.add(parent)
+                stack.append((parent, iter(parent.parents)))
+                break
+        else:
+            stack.pop()
+            order.append(node)
+    order.reverse()
+    return order
+
+
+def _freed_error() -> AutodiffError:
+    return AutodiffError(
+        "backward(): part of this graph was already consumed by an earlier backward(), which "
+        "frees the graph it runs through; compute the output again (or detach() what you keep "
+        "across steps) before calling backward() once more"
+    )
+
+
+def _value(state: Any, node: Node) -> Any:
+    """A saved state as the value the rule needs (recomputing dropped outputs)."""
+    if state is OUT:
+        return recompute(node)
+    if type(state) is Node:
+        return recompute(state)
+    return state
+
+
+def recompute(node: Node) -> Any:
+    """``node``'s output, recomputed from its recipe (and its inputs' recipes, as needed); kept
+    in ``node.cache`` until the node is freed, so each output is recomputed once per backward."""
+    if node.cache is not None:
+        return node.cache
+    if node.recipe is None:
+        raise _freed_error()
+    # Iterative, not recursive: a long run of recomputed ops must not hit the recursion limit.
+    stack = [node]
+    while stack:
+        current = stack[-1]
+        if current.recipe is None:
+            raise _freed_error()
+        missing = [s for s in current.recipe[1:] if type(s) is Node and s.cache is None]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        if current.cache is None:
+            fn, *inputs = current.recipe
+            current.cache = fn(*[s.cache if type(s) is Node else s for s in inputs])
+    return node.cache

@@ -1,0 +1,125 @@
+"""Convolutions, pools, interpolation, embedding and unfold, with their backward rules.
+
+The rules live beside the concept they differentiate: ``conv.py`` (conv, conv_transpose,
+unfold), ``pool.py`` (the pools) and ``interpolate.py``; this module records the nodes. Every op
+forwards to the inner backend's own kernel. Max pools without indices ask the inner backend for
+the indices when the input is tracked, since the gradient goes to the max of each window.
+"""
+
+from __future__ import annotations
+
+from burnish.autodiff.conv import conv_backward, conv_transpose_backward, unfold_backward
+from burnish.autodiff.graph import AutodiffPrimitive
+from burnish.autodiff.inner_math import zeros
+from burnish.autodiff.interpolate import interpolate_backward
+from burnish.autodiff.pool import (
+    adaptive_avg_pool_backward,
+    avg_pool_backward,
+    max_pool_backward,
+)
+from burnish.backend.module_ops import Dims, ModuleOps
+from burnish.dtype import DType
+
+P = AutodiffPrimitive
+
+
+def _tracked(*xs: P | None) -> tuple[bool, ...]:
+    return tuple(x is not None and x.node is not None for x in xs)
+
+
+class AutodiffModuleOps(ModuleOps):
+    """Module ops: the inner backend computes, tracked inputs add a node."""
+
+    def conv(self, x: P, weight: P, bias: P | None, stride: Dims, padding: Dims,
+             dilation: Dims, groups: int) -> P:
+        out = self._inner.conv(x.inner, weight.inner, None if bias is None else bias.inner,
+                               stride, padding, dilation, groups)
+        needs = _tracked(x, weight, bias)
+        if not any(needs):
+            return P(out)
+        saved = (x if needs[1] else None, weight if needs[0] else None, x.shape, weight.shape,
+                 needs, stride, padding, dilation, groups)
+        return self._record(out, (x, weight, bias), conv_backward, saved)
+
+    def conv_transpose(self, x: P, weight: P, bias: P | None, stride: Dims, padding: Dims,
+                       output_padding: Dims, dilation: Dims, groups: int) -> P:
+        out = self._inner.conv_transpose(x.inner, weight.inner,
+                                         None if bias is None else bias.inner, stride, padding,
+                                         output_padding, dilation, groups)
+        needs = _tracked(x, weight, bias)
+        if not any(needs):
+            return P(out)
+        saved = (x if needs[1] else None, weight if needs[0] else None, weight.shape, needs,
+                 stride, padding, dilation, groups)
+        return self._record(out, (x, weight, bias), conv_transpose_backward, saved)
+
+    def avg_pool(self, x: P, kernel: Dims, stride: Dims, padding: Dims,
+                 count_include_pad: bool, ceil_mode: bool) -> P:
+        out = self._inner.avg_pool(x.inner, kernel, stride, padding, count_include_pad,
+                                   ceil_mode)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), avg_pool_backward,
+                            (x.shape, kernel, stride, padding, count_include_pad))
+
+    def max_pool_with_indices(self, x: P, kernel: Dims, stride: Dims, padding: Dims,
+                              dilation: Dims, ceil_mode: bool) -> tuple[P, P]:
+        values, indices = self._inner.max_pool_with_indices(x.inner, kernel, stride, padding,
+                                                            dilation, ceil_mode)
+        return self._max_pooled(x, values, indices), P(indices)
+
+    def max_pool(self, x: P, kernel: Dims, stride: Dims, padding: Dims, dilation: Dims,
+                 ceil_mode: bool) -> P:
+        if x.node is None:
+            return P(self._inner.max_pool(x.inner, kernel, stride, padding, dilation,
+                                          ceil_mode))
+        return self.max_pool_with_indices(x, kernel, stride, padding, dilation, ceil_mode)[0]
+
+    def adaptive_avg_pool(self, x: P, output_size: Dims) -> P:
+        out = self._inner.adaptive_avg_pool(x.inner, output_size)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), adaptive_avg_pool_backward, (x.shape,))
+
+    def adaptive_max_pool_with_indices(self, x: P, output_size: Dims) -> tuple[P, P]:
+        values, indices = self._inner.adaptive_max_pool_with_indices(x.inner, output_size)
+        return self._max_pooled(x, values, indices), P(indices)
+
+    def adaptive_max_pool(self, x: P, output_size: Dims) -> P:
+        if x.node is None:
+            return P(self._inner.adaptive_max_pool(x.inner, output_size))
+        return self.adaptive_max_pool_with_indices(x, output_size)[0]
+
+    def _max_pooled(self, x: P, values, indices) -> P:
+        if x.node is None:
+            return P(values)
+        return self._record(values, (x,), max_pool_backward, (indices, x.shape))
+
+    def interpolate(self, x: P, size: Dims, mode: str, align_corners: bool) -> P:
+        out = self._inner.interpolate(x.inner, size, mode, align_corners)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), interpolate_backward, (x.shape, mode, align_corners))
+
+    def embedding(self, weights: P, indices: P) -> P:
+        out = self._inner.embedding(weights.inner, indices.inner)
+        if weights.node is None:
+            return P(out)
+        return self._record(out, (weights,), _embedding_backward, (weights.shape, indices.inner))
+
+    def unfold(self, x: P, kernel: Dims, stride: Dims, padding: Dims, dilation: Dims,
+               dtype: DType) -> P:
+        out = self._inner.unfold(x.inner, kernel, stride, padding, dilation, dtype)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), unfold_backward,
+                            (x.shape, kernel, stride, padding, dilation))
+
+
+def _embedding_backward(b, dtype, g, shape, indices):
+    count = 1
+    for n in indices.shape:
+        count *= n
+    rows = b.reshape(g, (count, shape[1]))
+    flat = b.reshape(indices, (count,))
+    return (b.select_add(zeros(b, shape, dtype, g), 0, flat, rows),)

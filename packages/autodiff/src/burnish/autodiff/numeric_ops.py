@@ -1,0 +1,465 @@
+"""Arithmetic, comparisons, reductions, scans and sorting, with their backward rules.
+
+Binary ops broadcast, so their rules sum each input's gradient back to that input's shape. A rule
+computes the gradient of an input only when the input is tracked (its saved shape is not None).
+Ties: ``maximum``/``minimum`` split the gradient evenly between equal operands (PyTorch); ``max``
+and ``min`` (whole tensor or along a dim) give it all to the element ``argmax``/``argmin``
+returns, the first of the tied ones (Burn), as ``max_with_indices`` does.
+"""
+
+from __future__ import annotations
+
+from burnish.autodiff.graph import OUT, AutodiffPrimitive
+from burnish.autodiff.inner_math import expand_to, scalar, scatter_zeros, swap_last, unbroadcast
+from burnish.backend.base import Scalar
+from burnish.backend.numeric_ops import NumericOps
+from burnish.dtype import DType, bool_
+
+P = AutodiffPrimitive
+
+
+def _shapes(lhs: P, rhs: P) -> tuple:
+    """The input shapes a binary rule reduces to; None for an input that is not tracked."""
+    return (None if lhs.node is None else lhs.shape, None if rhs.node is None else rhs.shape)
+
+
+class AutodiffNumericOps(NumericOps):
+    """Numeric ops: the inner backend computes, tracked inputs add a node."""
+
+    # -- arithmetic ---------------------------------------------------------------------------
+
+    def add(self, lhs: P, rhs: P) -> P:
+        out = self._inner.add(lhs.inner, rhs.inner)
+        if lhs.node is None and rhs.node is None:
+            return P(out)
+        return self._record(out, (lhs, rhs), _add_backward, _shapes(lhs, rhs),
+                            (self._inner.add, lhs, rhs))
+
+    def sub(self, lhs: P, rhs: P) -> P:
+        out = self._inner.sub(lhs.inner, rhs.inner)
+        if lhs.node is None and rhs.node is None:
+            return P(out)
+        return self._record(out, (lhs, rhs), _sub_backward, _shapes(lhs, rhs),
+                            (self._inner.sub, lhs, rhs))
+
+    def mul(self, lhs: P, rhs: P) -> P:
+        out = self._inner.mul(lhs.inner, rhs.inner)
+        if lhs.node is None and rhs.node is None:
+            return P(out)
+        saved = (None if lhs.node is None else rhs, None if rhs.node is None else lhs)
+        return self._record(out, (lhs, rhs), _mul_backward, saved + _shapes(lhs, rhs),
+                            (self._inner.mul, lhs, rhs))
+
+    def div(self, lhs: P, rhs: P) -> P:
+        out = self._inner.div(lhs.inner, rhs.inner)
+        if lhs.node is None and rhs.node is None:
+            return P(out)
+        saved = (None if rhs.node is None else lhs, rhs)
+        return self._record(out, (lhs, rhs), _div_backward, saved + _shapes(lhs, rhs),
+                            (self._inner.div, lhs, rhs))
+
+    def remainder(self, lhs: P, rhs: P) -> P:
+        out = self._inner.remainder(lhs.inner, rhs.inner)
+        if lhs.node is None and rhs.node is None:
+            return P(out)
+        saved = (lhs, rhs) if rhs.node is not None else (None, None)
+        return self._record(out, (lhs, rhs), _remainder_backward, saved + _shapes(lhs, rhs),
+                            (self._inner.remainder, lhs, rhs))
+
+    def pow(self, lhs: P, rhs: P) -> P:
+        out = self._inner.pow(lhs.inner, rhs.inner)
+        if lhs.node is None and rhs.node is None:
+            return P(out)
+        saved = (lhs, rhs, None if rhs.node is None else OUT)
+        return self._record(out, (lhs, rhs), _pow_backward, saved + _shapes(lhs, rhs),
+                            (self._inner.pow, lhs, rhs))
+
+    def add_scalar(self, x: P, value: Scalar, dtype: DType) -> P:
+        out = self._inner.add_scalar(x.inner, value, dtype)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _identity_backward, (),
+                            (self._inner.add_scalar, x, value, dtype))
+
+    def sub_scalar(self, x: P, value: Scalar, dtype: DType) -> P:
+        out = self._inner.sub_scalar(x.inner, value, dtype)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _identity_backward, (),
+                            (self._inner.sub_scalar, x, value, dtype))
+
+    def mul_scalar(self, x: P, value: Scalar, dtype: DType) -> P:
+        out = self._inner.mul_scalar(x.inner, value, dtype)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _mul_scalar_backward, (value,),
+                            (self._inner.mul_scalar, x, value, dtype))
+
+    def div_scalar(self, x: P, value: Scalar, dtype: DType) -> P:
+        out = self._inner.div_scalar(x.inner, value, dtype)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _div_scalar_backward, (value,),
+                            (self._inner.div_scalar, x, value, dtype))
+
+    def pow_scalar(self, x: P, value: Scalar, dtype: DType) -> P:
+        out = self._inner.pow_scalar(x.inner, value, dtype)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _pow_scalar_backward, (x, value),
+                            (self._inner.pow_scalar, x, value, dtype))
+
+    def neg(self, x: P, dtype: DType) -> P:
+        out = self._inner.neg(x.inner, dtype)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _neg_backward, (), (self._inner.neg, x, dtype))
+
+    def abs(self, x: P) -> P:
+        out = self._inner.abs(x.inner)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _abs_backward, (x,), (self._inner.abs, x))
+
+    def sign(self, x: P) -> P:
+        # Zero gradient almost everywhere: the result is a constant of the graph.
+        return P(self._inner.sign(x.inner))
+
+    def maximum(self, lhs: P, rhs: P) -> P:
+        out = self._inner.maximum(lhs.inner, rhs.inner)
+        if lhs.node is None and rhs.node is None:
+            return P(out)
+        return self._record(out, (lhs, rhs), _maximum_backward,
+                            (lhs, rhs) + _shapes(lhs, rhs), (self._inner.maximum, lhs, rhs))
+
+    def minimum(self, lhs: P, rhs: P) -> P:
+        out = self._inner.minimum(lhs.inner, rhs.inner)
+        if lhs.node is None and rhs.node is None:
+            return P(out)
+        return self._record(out, (lhs, rhs), _minimum_backward,
+                            (lhs, rhs) + _shapes(lhs, rhs), (self._inner.minimum, lhs, rhs))
+
+    def clamp(self, x: P, low: Scalar | None, high: Scalar | None, dtype: DType) -> P:
+        out = self._inner.clamp(x.inner, low, high, dtype)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _clamp_backward, (x, low, high),
+                            (self._inner.clamp, x, low, high, dtype))
+
+    def matmul(self, lhs: P, rhs: P) -> P:
+        out = self._inner.matmul(lhs.inner, rhs.inner)
+        if lhs.node is None and rhs.node is None:
+            return P(out)
+        saved = (None if lhs.node is None else rhs, None if rhs.node is None else lhs)
+        return self._record(out, (lhs, rhs), _matmul_backward, saved + _shapes(lhs, rhs))
+
+    # -- comparisons: bool results, no gradient -----------------------------------------------
+
+    def greater(self, lhs: P, rhs: P) -> P:
+        return P(self._inner.greater(lhs.inner, rhs.inner))
+
+    def greater_equal(self, lhs: P, rhs: P) -> P:
+        return P(self._inner.greater_equal(lhs.inner, rhs.inner))
+
+    def lower(self, lhs: P, rhs: P) -> P:
+        return P(self._inner.lower(lhs.inner, rhs.inner))
+
+    def lower_equal(self, lhs: P, rhs: P) -> P:
+        return P(self._inner.lower_equal(lhs.inner, rhs.inner))
+
+    # -- reductions ---------------------------------------------------------------------------
+
+    def sum(self, x: P, dim: int | None) -> P:
+        out = self._inner.sum(x.inner, dim)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _sum_backward, (x.shape,))
+
+    def mean(self, x: P, dim: int | None, dtype: DType) -> P:
+        out = self._inner.mean(x.inner, dim, dtype)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _mean_backward, (x.shape, max(_count(x.shape, dim), 1)))
+
+    def prod(self, x: P, dim: int | None) -> P:
+        out = self._inner.prod(x.inner, dim)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _prod_backward, (x, dim))
+
+    def max(self, x: P, dim: int | None) -> P:
+        return self._extreme(x, dim, self._inner.max, self._inner.argmax)
+
+    def min(self, x: P, dim: int | None) -> P:
+        return self._extreme(x, dim, self._inner.min, self._inner.argmin)
+
+    def _extreme(self, x: P, dim: int | None, reduce, arg) -> P:
+        out = reduce(x.inner, dim)
+        if x.node is None:
+            return P(out)
+        if dim is None:
+            flat = self._inner.reshape(x.inner, (_count(x.shape, None),))
+            indices = arg(flat, 0)
+        else:
+            indices = arg(x.inner, dim)
+        return self._record(out, (x,), _pick_backward, (indices, x.shape, dim))
+
+    def argmax(self, x: P, dim: int) -> P:
+        return P(self._inner.argmax(x.inner, dim))
+
+    def argmin(self, x: P, dim: int) -> P:
+        return P(self._inner.argmin(x.inner, dim))
+
+    def max_with_indices(self, x: P, dim: int) -> tuple[P, P]:
+        return self._with_indices(x, self._inner.max_with_indices(x.inner, dim), dim)
+
+    def min_with_indices(self, x: P, dim: int) -> tuple[P, P]:
+        return self._with_indices(x, self._inner.min_with_indices(x.inner, dim), dim)
+
+    def _with_indices(self, x: P, result: tuple, dim: int) -> tuple[P, P]:
+        values, indices = result
+        if x.node is None:
+            return P(values), P(indices)
+        return self._record(values, (x,), _pick_backward, (indices, x.shape, dim)), P(indices)
+
+    def var(self, x: P, dim: int | None, correction: int, dtype: DType) -> P:
+        out = self._inner.var(x.inner, dim, correction, dtype)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _var_backward, (x, dim, correction))
+
+    # -- scans and sorting --------------------------------------------------------------------
+
+    def cumsum(self, x: P, dim: int) -> P:
+        out = self._inner.cumsum(x.inner, dim)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _cumsum_backward, (dim,))
+
+    def cumprod(self, x: P, dim: int) -> P:
+        out = self._inner.cumprod(x.inner, dim)
+        if x.node is None:
+            return P(out)
+        return self._record(out, (x,), _cumprod_backward, (x, dim))
+
+    def argsort(self, x: P, dim: int, descending: bool) -> P:
+        return P(self._inner.argsort(x.inner, dim, descending))
+
+    def sort(self, x: P, dim: int, descending: bool) -> P:
+        if x.node is None:
+            return P(self._inner.sort(x.inner, dim, descending))
+        return self.sort_with_indices(x, dim, descending)[0]
+
+    def sort_with_indices(self, x: P, dim: int, descending: bool) -> tuple[P, P]:
+        return self._with_indices(x, self._inner.sort_with_indices(x.inner, dim, descending),
+                                  dim)
+
+    def topk_with_indices(self, x: P, dim: int, k: int) -> tuple[P, P]:
+        return self._with_indices(x, self._inner.topk_with_indices(x.inner, dim, k), dim)
+
+
+def _count(shape: tuple[int, ...], dim: int | None) -> int:
+    if dim is not None:
+        return shape[dim]
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _reduce(b, grad, shape):
+    return None if shape is None else unbroadcast(b, grad, shape)
+
+
+# -- backward rules: rule(inner, dtype, grad, *saved) -> a gradient per input ---------------------
+
+
+def _identity_backward(b, dtype, g):
+    return (g,)
+
+
+def _add_backward(b, dtype, g, lhs_shape, rhs_shape):
+    return _reduce(b, g, lhs_shape), _reduce(b, g, rhs_shape)
+
+
+def _sub_backward(b, dtype, g, lhs_shape, rhs_shape):
+    rhs = None if rhs_shape is None else unbroadcast(b, b.neg(g, dtype), rhs_shape)
+    return _reduce(b, g, lhs_shape), rhs
+
+
+def _mul_backward(b, dtype, g, rhs, lhs, lhs_shape, rhs_shape):
+    lhs_grad = None if lhs_shape is None else unbroadcast(b, b.mul(g, rhs), lhs_shape)
+    rhs_grad = None if rhs_shape is None else unbroadcast(b, b.mul(g, lhs), rhs_shape)
+    return lhs_grad, rhs_grad
+
+
+def _div_backward(b, dtype, g, lhs, rhs, lhs_shape, rhs_shape):
+    over = b.div(g, rhs)
+    rhs_grad = None
+    if rhs_shape is not None:
+        rhs_grad = unbroadcast(b, b.neg(b.div(b.mul(over, lhs), rhs), dtype), rhs_shape)
+    return _reduce(b, over, lhs_shape), rhs_grad
+
+
+def _remainder_backward(b, dtype, g, lhs, rhs, lhs_shape, rhs_shape):
+    # lhs % rhs = lhs - rhs * floor(lhs / rhs): the floor's own gradient is zero.
+    rhs_grad = None
+    if rhs_shape is not None:
+        quotient = b.floor(b.div(lhs, rhs))
+        rhs_grad = unbroadcast(b, b.neg(b.mul(g, quotient), dtype), rhs_shape)
+    return _reduce(b, g, lhs_shape), rhs_grad
+
+
+def _pow_backward(b, dtype, g, lhs, rhs, out, lhs_shape, rhs_shape):
+    # PyTorch's conventions: a zero exponent has a zero gradient for the base (even at 0 ** 0),
+    # and a zero base with a non-negative exponent a zero gradient for the exponent.
+    zero = scalar(b, 0.0, dtype, g)
+    lhs_grad = rhs_grad = None
+    if lhs_shape is not None:
+        slope = b.mul(rhs, b.pow(lhs, b.sub_scalar(rhs, 1.0, dtype)))
+        slope = b.where(b.equal(rhs, zero), zero, slope)
+        lhs_grad = unbroadcast(b, b.mul(g, slope), lhs_shape)
+    if rhs_shape is not None:
+        at_zero = b.logical_and(b.equal(lhs, zero), b.greater_equal(rhs, zero))
+        slope = b.where(at_zero, zero, b.mul(out, b.log(lhs)))
+        rhs_grad = unbroadcast(b, b.mul(g, slope), rhs_shape)
+    return lhs_grad, rhs_grad
+
+
+def _mul_scalar_backward(b, dtype, g, value):
+    return (b.mul_scalar(g, value, dtype),)
+
+
+def _div_scalar_backward(b, dtype, g, value):
+    return (b.div_scalar(g, value, dtype),)
+
+
+def _pow_scalar_backward(b, dtype, g, x, value):
+    if value == 0:
+        return (b.mul_scalar(g, 0.0, dtype),)
+    if value == 1:
+        return (g,)
+    slope = b.mul_scalar(b.pow_scalar(x, value - 1, dtype), value, dtype)
+    return (b.mul(g, slope),)
+
+
+def _neg_backward(b, dtype, g):
+    return (b.neg(g, dtype),)
+
+
+def _abs_backward(b, dtype, g, x):
+    return (b.mul(g, b.sign(x)),)
+
+
+def _maximum_backward(b, dtype, g, lhs, rhs, lhs_shape, rhs_shape):
+    return _pair_backward(b, dtype, g, lhs, rhs, lhs_shape, rhs_shape, b.lower)
+
+
+def _minimum_backward(b, dtype, g, lhs, rhs, lhs_shape, rhs_shape):
+    return _pair_backward(b, dtype, g, lhs, rhs, lhs_shape, rhs_shape, b.greater)
+
+
+def _pair_backward(b, dtype, g, lhs, rhs, lhs_shape, rhs_shape, loses):
+    """maximum/minimum: the gradient goes to the winner, half to each when they tie; ``loses``
+    tells the loser (``lower`` for maximum). A NaN operand loses nothing: both get it all."""
+    zero = scalar(b, 0.0, dtype, g)
+    shared = b.where(b.equal(lhs, rhs), b.mul_scalar(g, 0.5, dtype), g)
+    lhs_grad = rhs_grad = None
+    if lhs_shape is not None:
+        lhs_grad = unbroadcast(b, b.where(loses(lhs, rhs), zero, shared), lhs_shape)
+    if rhs_shape is not None:
+        rhs_grad = unbroadcast(b, b.where(loses(rhs, lhs), zero, shared), rhs_shape)
+    return lhs_grad, rhs_grad
+
+
+def _clamp_backward(b, dtype, g, x, low, high):
+    # Inside [low, high], bounds included, the gradient passes; outside (and at NaN) it is zero.
+    inside = None
+    if low is not None:
+        inside = b.greater_equal(x, scalar(b, low, dtype, x))
+    if high is not None:
+        below = b.lower_equal(x, scalar(b, high, dtype, x))
+        inside = below if inside is None else b.logical_and(inside, below)
+    return (b.where(inside, g, scalar(b, 0.0, dtype, g)),)
+
+
+def _matmul_backward(b, dtype, g, rhs, lhs, lhs_shape, rhs_shape):
+    lhs_grad = rhs_grad = None
+    if lhs_shape is not None:
+        lhs_grad = unbroadcast(b, b.matmul(g, swap_last(b, rhs)), lhs_shape)
+    if rhs_shape is not None:
+        rhs_grad = unbroadcast(b, b.matmul(swap_last(b, lhs), g), rhs_shape)
+    return lhs_grad, rhs_grad
+
+
+def _sum_backward(b, dtype, g, shape):
+    return (expand_to(b, g, shape),)
+
+
+def _mean_backward(b, dtype, g, shape, count):
+    return (expand_to(b, b.div_scalar(g, float(count), dtype), shape),)
+
+
+def _prod_backward(b, dtype, g, x, dim):
+    shape = x.shape
+    if dim is None:
+        x = b.reshape(x, (_count(shape, None),))
+    others = _product_of_others(b, x, 0 if dim is None else dim, dtype)
+    return (b.reshape(b.mul(g, others), shape),)
+
+
+def _product_of_others(b, x, dim, dtype):
+    """For each element, the product of the others along ``dim``: the exclusive running products
+    from the left and from the right, multiplied. Exact with zeros, unlike ``prod / x``."""
+    n = x.shape[dim]
+    whole = tuple((0, s, 1) for s in x.shape)
+
+    def cut(y, start, stop):
+        return b.slice(y, whole[:dim] + ((start, stop, 1),) + whole[dim + 1:])
+
+    ones = b.ones(x.shape[:dim] + (1,) + x.shape[dim + 1:], dtype, b._device_of(x))
+    left = b.cat([ones, cut(b.cumprod(x, dim), 0, n - 1)], dim)
+    from_right = b.flip(b.cumprod(b.flip(x, (dim,)), dim), (dim,))
+    right = b.cat([cut(from_right, 1, n), ones], dim)
+    return b.mul(left, right)
+
+
+def _pick_backward(b, dtype, g, indices, shape, dim):
+    """Ops that pick elements (max/min, sorts, topk): the gradient goes back to the picked ones."""
+    if dim is None:
+        n = _count(shape, None)
+        flat = scatter_zeros(b, b.reshape(g, (1,)), indices, (n,), 0, dtype)
+        return (b.reshape(flat, shape),)
+    return (scatter_zeros(b, g, indices, shape, dim, dtype),)
+
+
+def _var_backward(b, dtype, g, x, dim, correction):
+    count = _count(x.shape, dim) - correction
+    scale = 2.0 / count if count > 0 else float("nan")
+    centered = b.sub(x, b.mean(x, dim, dtype))
+    return (b.mul(expand_to(b, g, x.shape), b.mul_scalar(centered, scale, dtype)),)
+
+
+def _cumsum_backward(b, dtype, g, dim):
+    return (_reverse_cumsum(b, g, dim),)
+
+
+def _reverse_cumsum(b, x, dim):
+    return b.flip(b.cumsum(b.flip(x, (dim,)), dim), (dim,))
+
+
+def _cumprod_backward(b, dtype, g, x, dim):
+    # d out_j / d x_i = prod(x_k, k <= j, k != i) for j >= i. With the zeros of x replaced by
+    # ones (x1, running product p1) that product is p1_j / x1_i when no other zero is among
+    # x_0..x_j, else 0: the count of zeros up to j must equal x_i's own (0 or 1). Exact with
+    # zeros, where dividing out by x_i would give NaN.
+    zero = scalar(b, 0.0, dtype, x)
+    is_zero = b.equal(x, zero)
+    x1 = b.where(is_zero, scalar(b, 1.0, dtype, x), x)
+    weighted = b.mul(g, b.cumprod(x1, dim))
+    zeros_so_far = b.cumsum(b.cast(is_zero, bool_, dtype), dim)
+    none_yet = b.equal(zeros_so_far, zero)
+    one_so_far = b.equal(zeros_so_far, scalar(b, 1.0, dtype, x))
+    sum_none = _reverse_cumsum(b, b.where(none_yet, weighted, zero), dim)
+    sum_one = _reverse_cumsum(b, b.where(one_so_far, weighted, zero), dim)
+    return (b.div(b.where(is_zero, sum_one, sum_none), x1),)
