@@ -313,16 +313,17 @@ def _remainder_backward(b, dtype, g, lhs, rhs, lhs_shape, rhs_shape):
 def _pow_backward(b, dtype, g, lhs, rhs, out, lhs_shape, rhs_shape):
     # PyTorch's conventions: a zero exponent has a zero gradient for the base (even at 0 ** 0),
     # and a zero base with a non-negative exponent a zero gradient for the exponent.
-    zero = scalar(b, 0.0, dtype, g)
+    # The excluded points are also kept out of the arithmetic, where they would make 0 * inf.
+    zero, one = scalar(b, 0.0, dtype, g), scalar(b, 1.0, dtype, g)
     lhs_grad = rhs_grad = None
     if lhs_shape is not None:
-        slope = b.mul(rhs, b.pow(lhs, b.sub_scalar(rhs, 1.0, dtype)))
-        slope = b.where(b.equal(rhs, zero), zero, slope)
-        lhs_grad = unbroadcast(b, b.mul(g, slope), lhs_shape)
+        flat = b.equal(rhs, zero)
+        slope = b.mul(rhs, b.pow(lhs, b.where(flat, one, b.sub_scalar(rhs, 1.0, dtype))))
+        lhs_grad = unbroadcast(b, b.mul(g, b.where(flat, zero, slope)), lhs_shape)
     if rhs_shape is not None:
         at_zero = b.logical_and(b.equal(lhs, zero), b.greater_equal(rhs, zero))
-        slope = b.where(at_zero, zero, b.mul(out, b.log(lhs)))
-        rhs_grad = unbroadcast(b, b.mul(g, slope), rhs_shape)
+        slope = b.mul(out, b.log(b.where(at_zero, one, lhs)))
+        rhs_grad = unbroadcast(b, b.mul(g, b.where(at_zero, zero, slope)), rhs_shape)
     return lhs_grad, rhs_grad
 
 

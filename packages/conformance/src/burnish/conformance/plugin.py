@@ -10,6 +10,7 @@ import pytest
 
 import burnish
 from burnish import DType
+from burnish.backend import AutodiffOps
 from burnish.conformance import compare
 from burnish.errors import BurnishError
 
@@ -35,6 +36,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "requires_dtype(*dtypes): the test also needs these dtypes on the device "
         "under test (for indices, masks...); it is skipped where one is missing")
+    config.addinivalue_line(
+        "markers", "requires_autodiff: a gradient test, skipped unless the backend under test "
+        "has autodiff (e.g. --backend autodiff+ndarray)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -80,6 +84,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("conformance") is None:
         return
     backend, device = _resolve(item.config)
+    if item.get_closest_marker("requires_autodiff") and not isinstance(backend, AutodiffOps):
+        pytest.skip(f"backend {backend.name!r} has no autodiff; run with --backend "
+                    f"autodiff+{backend.name}")
     needed: list[DType] = []
     callspec = getattr(item, "callspec", None)
     if callspec is not None:
