@@ -28,12 +28,14 @@ def format_tensor(tensor: Tensor) -> str:
         }
     """
     values = tensor.to_numpy()
+    float_format = _float
     if tensor.dtype.name == "bfloat16":
+        # NumPy cannot find bfloat16's shortest text; its 8 significant bits need 3 digits.
         values = values.astype(np.float32)
+        float_format = _bfloat
     data = np.array2string(
         values, separator=", ", threshold=SUMMARY_THRESHOLD, edgeitems=3,
-        floatmode="maxprec_equal" if values.dtype.kind == "f" else "maxprec",
-        formatter={"bool": lambda v: "true" if v else "false"},
+        formatter={"bool": lambda v: "true" if v else "false", "float_kind": float_format},
     )
     return (
         "Tensor {\n"
@@ -45,3 +47,19 @@ def format_tensor(tensor: Tensor) -> str:
         f"  dtype:  \"{tensor.dtype.name}\",\n"
         "}"
     )
+
+
+def _float(value: np.floating) -> str:
+    """The shortest text that reads back as ``value`` in its dtype: ``3.0``, ``0.1``, ``1e-08``."""
+    magnitude = abs(float(value))
+    if magnitude != 0.0 and (magnitude >= 1e16 or magnitude < 1e-4) and np.isfinite(value):
+        return np.format_float_scientific(value, unique=True, trim="-")
+    return np.format_float_positional(value, unique=True, trim="0")
+
+
+def _bfloat(value: np.floating) -> str:
+    magnitude = abs(float(value))
+    if magnitude != 0.0 and (magnitude >= 1e16 or magnitude < 1e-4) and np.isfinite(value):
+        return np.format_float_scientific(value, precision=2, unique=True, trim="-")
+    return np.format_float_positional(value, precision=3, unique=True, fractional=False,
+                                      trim="0")
