@@ -38,7 +38,7 @@ class Autodiff(
     is ``"autodiff+" + inner.name``, its devices wrap the inner backend's and its dtypes are the
     inner backend's. ``checkpointing`` is ``"none"`` (keep what backward needs) or
     ``"balanced"`` (recompute cheap ops during backward instead; see
-    ``burnish.autodiff.checkpoint``).
+    ``burnish.autodiff.checkpoint``), named ``"autodiff-balanced+" + inner.name``.
     """
 
     def __new__(cls, inner: Backend, checkpointing: str = "none") -> Autodiff:

@@ -28,7 +28,10 @@ class AutodiffBase(BackendBase):
         self._inner = inner
         self.checkpointing = checkpointing
         self._balanced = checkpointing == "balanced"
-        self.name = "autodiff+" + inner.name
+        # The name the registry resolves to this instance: autodiff+ndarray,
+        # autodiff-balanced+ndarray.
+        prefix = "autodiff" if checkpointing == "none" else f"autodiff-{checkpointing}"
+        self.name = f"{prefix}+{inner.name}"
         self._devices: dict[Device, Device] = {}
 
     # -- recording ----------------------------------------------------------------------------

@@ -13,9 +13,12 @@ picks one by the backend its tensors live on:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from burnish.autodiff.graph import OUT, AutodiffPrimitive, Node
+
+if TYPE_CHECKING:
+    from burnish import Tensor
 
 STRATEGIES = ("none", "balanced")
 
@@ -32,12 +35,14 @@ def state(value: Any, balanced: bool) -> Any:
     return value
 
 
-def saved_buffers(primitive: AutodiffPrimitive) -> int:
-    """How many distinct inner buffers the graph behind ``primitive`` keeps for backward (saved
-    values and recipe inputs): a measure of what checkpointing saves."""
+def saved_buffers(tensor: Tensor) -> int:
+    """How many distinct inner buffers the graph behind ``tensor`` (of an autodiff backend)
+    keeps for backward, saved values and recipe inputs: a measure of what checkpointing
+    saves."""
+    node = tensor.primitive.node
     found: set[int] = set()
     seen: set[int] = set()
-    stack = [primitive.node] if primitive.node is not None else []
+    stack = [node] if node is not None else []
     keep = []  # holds the buffers while counting, so that ids stay unique
     while stack:
         node = stack.pop()

@@ -1,0 +1,105 @@
+"""The autodiff backend as users meet it: Burn's example, the decorator, and its errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import burnish as bn
+from burnish import AutodiffError, Tensor
+from burnish.autodiff import Autodiff, Gradients
+
+
+def test_burns_example_runs_as_written():
+    B = Autodiff(bn.backend("ndarray"))
+    x = Tensor.random([32, 32], bn.Distribution.default(), device=B.default_device())
+    y = Tensor.random([32, 32], bn.Distribution.default(), device=B.default_device()).require_grad()
+    tmp = x + y
+    tmp = tmp.matmul(x)
+    tmp = tmp.exp()
+    grads = tmp.backward()
+    y_grad = y.grad(grads)
+    print(y_grad)
+    xs, ys = x.to_numpy().astype(np.float64), y.to_numpy().astype(np.float64)
+    expected = np.exp((xs + ys) @ xs) @ xs.T
+    np.testing.assert_allclose(y_grad.to_numpy(), expected, rtol=1e-4)
+    assert isinstance(grads, Gradients)
+    assert y_grad.backend is bn.backend("ndarray")
+
+
+def test_one_instance_per_inner_backend_and_strategy(ad):
+    nd = bn.backend("ndarray")
+    assert Autodiff(nd) is ad is bn.backend("autodiff+ndarray")
+    balanced = Autodiff(nd, checkpointing="balanced")
+    assert balanced is bn.backend("autodiff-balanced+ndarray") and balanced is not ad
+    assert ad.name == "autodiff+ndarray" and balanced.name == "autodiff-balanced+ndarray"
+    assert ad.inner_backend is nd
+
+
+def test_devices_wrap_the_inner_ones(ad):
+    nd = bn.backend("ndarray")
+    device = ad.default_device()
+    assert device.backend is ad and device.native is nd.default_device()
+    assert ad.devices() == [device] and ad.wrap_device(nd.default_device()) is device
+    assert ad.dtypes(device) == nd.dtypes(nd.default_device())
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="wraps a backend"):
+        Autodiff("ndarray")
+    with pytest.raises(ValueError, match="checkpointing"):
+        Autodiff(bn.backend("ndarray"), checkpointing="sometimes")
+
+
+@pytest.mark.parametrize("method", ["backward", "require_grad", "inner"])
+def test_plain_backends_say_how_to_wrap_them(method):
+    x = Tensor.ones([2], device="ndarray")
+    with pytest.raises(AutodiffError) as error:
+        getattr(x, method)()
+    message = str(error.value)
+    assert f"{method}()" in message and "'ndarray' has none" in message
+    assert "Autodiff(burnish.backend('ndarray'))" in message and "autodiff+ndarray" in message
+
+
+def test_plain_backends_detach_and_never_require_grad():
+    x = Tensor.ones([2], device="ndarray")
+    assert x.detach() is x and not x.is_require_grad()
+    with pytest.raises(AutodiffError):
+        x.grad(None)
+
+
+def test_from_inner_wraps_with_autodiff_by_default(ad):
+    x = Tensor.ones([2], device="ndarray")
+    y = Tensor.from_inner(x)
+    assert y.backend is ad and y.inner().primitive is x.primitive
+    with pytest.raises(AutodiffError, match="wraps"):
+        Tensor.from_inner(y, ad)
+
+
+def test_grad_needs_gradients(ad):
+    x = Tensor.ones([2], device=ad).require_grad()
+    with pytest.raises(TypeError, match="Gradients"):
+        x.grad({})
+
+
+def test_display_and_repr(ad):
+    x = Tensor.ones([2], device=ad).require_grad()
+    assert "autodiff+ndarray" in str(x)
+    grads = (x * 2.0).backward()
+    assert repr(grads) == "Gradients(1 leaves, ndarray)"
+    assert x in grads and len(grads) == 1
+    assert "leaf" in repr(x.primitive.node)
+
+
+def test_the_same_leaf_twice_in_one_op(ad):
+    x = Tensor.from_data([1.0, 2.0], device=ad).require_grad()
+    grads = bn.cat([x, x, x * 2.0]).sum().backward()
+    np.testing.assert_array_equal(x.grad(grads).to_numpy(), [4.0, 4.0])
+
+
+def test_mixed_dtypes_promote_through_the_graph(ad):
+    x = Tensor.from_data([1.0, 2.0], device=ad, dtype="float32").require_grad()
+    y = Tensor.from_data([3.0, 4.0], device=ad, dtype="float64").require_grad()
+    grads = (x * y).sum().backward()
+    assert x.grad(grads).dtype is bn.float32 and y.grad(grads).dtype is bn.float64
+    np.testing.assert_array_equal(x.grad(grads).to_numpy(), [3.0, 4.0])
