@@ -1,0 +1,96 @@
+"""burnish.nn: modules, configs, layers, losses and initializers (Burn's burn-nn)."""
+
+from burnish.nn.activation import (
+    Celu,
+    Elu,
+    Gelu,
+    Glu,
+    HardSigmoid,
+    HardSwish,
+    Hardtanh,
+    LeakyRelu,
+    LogSigmoid,
+    Mish,
+    PRelu,
+    PReluConfig,
+    Relu,
+    Relu6,
+    Selu,
+    Sigmoid,
+    Silu,
+    Softplus,
+    Softsign,
+    SwiGlu,
+    SwiGluConfig,
+    Tanh,
+)
+from burnish.nn.config import Config
+from burnish.nn.conv import (
+    Conv,
+    Conv1d,
+    Conv1dConfig,
+    Conv2d,
+    Conv2dConfig,
+    Conv3d,
+    Conv3dConfig,
+    ConvTranspose,
+    ConvTranspose1d,
+    ConvTranspose1dConfig,
+    ConvTranspose2d,
+    ConvTranspose2dConfig,
+    ConvTranspose3d,
+    ConvTranspose3dConfig,
+)
+from burnish.nn.dropout import Dropout
+from burnish.nn.embedding import Embedding, EmbeddingConfig
+from burnish.nn.initializer import (
+    Constant,
+    Initializer,
+    KaimingNormal,
+    KaimingUniform,
+    Normal,
+    Ones,
+    Orthogonal,
+    Uniform,
+    XavierNormal,
+    XavierUniform,
+    Zeros,
+)
+from burnish.nn.linear import Bilinear, BilinearConfig, Linear, LinearConfig
+from burnish.nn.loss import BinaryCrossEntropyLoss, CrossEntropyLoss, HuberLoss, MseLoss
+from burnish.nn.module import Module
+from burnish.nn.norm import (
+    BatchNorm,
+    BatchNormConfig,
+    GroupNorm,
+    GroupNormConfig,
+    LayerNorm,
+    LayerNormConfig,
+    RmsNorm,
+    RmsNormConfig,
+)
+from burnish.nn.param import Param
+from burnish.nn.pool import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
+    AvgPool1d,
+    AvgPool2d,
+    MaxPool1d,
+    MaxPool2d,
+)
+
+__all__ = [
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool1d", "AvgPool2d",
+    "BatchNorm", "BatchNormConfig", "Bilinear", "BilinearConfig", "BinaryCrossEntropyLoss",
+    "Celu", "Config", "Constant", "Conv", "Conv1d", "Conv1dConfig", "Conv2d", "Conv2dConfig",
+    "Conv3d", "Conv3dConfig", "ConvTranspose", "ConvTranspose1d", "ConvTranspose1dConfig",
+    "ConvTranspose2d", "ConvTranspose2dConfig", "ConvTranspose3d", "ConvTranspose3dConfig",
+    "CrossEntropyLoss", "Dropout", "Elu", "Embedding", "EmbeddingConfig", "Gelu", "Glu",
+    "GroupNorm", "GroupNormConfig", "HardSigmoid", "HardSwish", "Hardtanh", "HuberLoss",
+    "Initializer", "KaimingNormal", "KaimingUniform", "LayerNorm", "LayerNormConfig",
+    "LeakyRelu", "Linear", "LinearConfig", "LogSigmoid", "MaxPool1d", "MaxPool2d", "Mish",
+    "Module", "MseLoss", "Normal", "Ones", "Orthogonal", "PRelu", "PReluConfig", "Param", "Relu",
+    "Relu6", "RmsNorm", "RmsNormConfig", "Selu", "Sigmoid", "Silu", "Softplus", "Softsign",
+    "SwiGlu", "SwiGluConfig", "Tanh", "Uniform", "XavierNormal", "XavierUniform", "Zeros",
+]

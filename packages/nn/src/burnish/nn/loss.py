@@ -1,0 +1,118 @@
+"""Losses: cross entropy, binary cross entropy, mean squared error and Huber."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from burnish import Tensor, where
+from burnish import functional as F
+from burnish.errors import ShapeError
+from burnish.nn.activation import softplus
+from burnish.nn.module import Module
+from burnish.shape import show
+
+Reduction = Literal["mean", "sum", "none"]
+
+
+def reduce(loss: Tensor, reduction: Reduction) -> Tensor:
+    """``loss`` averaged, summed or left per element."""
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _same_shape(op: str, a: Tensor, b: Tensor) -> None:
+    if list(a.shape) != list(b.shape):
+        raise ShapeError(f"{op}: predictions {show(a.shape)} and targets {show(b.shape)} differ")
+
+
+class CrossEntropyLoss(Module):
+    """Mean cross entropy of ``[batch, classes]`` scores against int targets ``[batch]``.
+
+    ``logits``: the scores are logits (log-softmax is taken), else probabilities (their log is
+    taken). ``weights``: one per class; the mean is weighted by the targets' weights, as in
+    PyTorch. ``smoothing``: label smoothing ``α``, the target distribution being
+    ``(1 - α) * one_hot + α / classes``. ``pad_tokens``: targets with these ids are left out.
+    """
+
+    logits: bool = True
+    weights: Sequence[float] | None = None
+    smoothing: float | None = None
+    pad_tokens: Sequence[int] | None = None
+
+    def forward(self, scores: Tensor, targets: Tensor) -> Tensor:
+        if scores.ndim != 2 or targets.ndim != 1 or scores.shape[0] != targets.shape[0]:
+            raise ShapeError(f"cross entropy: scores must be [batch, classes] and targets "
+                             f"[batch], got {show(scores.shape)} and {show(targets.shape)}")
+        classes = scores.shape[1]
+        log_probs = F.log_softmax(scores, 1) if self.logits else scores.log()
+        one_hot = (targets.unsqueeze(1) == Tensor.arange(classes, device=scores.device))
+        one_hot = one_hot.cast(scores.dtype)
+        weights = None
+        if self.weights is not None:
+            if len(self.weights) != classes:
+                raise ShapeError(f"cross entropy: {len(self.weights)} class weights for "
+                                 f"{classes} classes")
+            weights = Tensor.from_data([float(w) for w in self.weights], scores.device,
+                                       scores.dtype).unsqueeze(0)
+        keep = Tensor.ones([targets.shape[0]], scores.device, scores.dtype)
+        for pad in self.pad_tokens or ():
+            keep = keep * (targets != pad).cast(scores.dtype)
+        weighted = log_probs if weights is None else log_probs * weights
+        nll = -(weighted * one_hot).sum(1)
+        if self.smoothing:
+            smooth = -weighted.sum(1) * (1.0 / classes)
+            nll = nll * (1.0 - self.smoothing) + smooth * self.smoothing
+        # The mean's denominator: the kept targets' weights (their count without weights).
+        per_target = keep if weights is None else (one_hot * weights).sum(1) * keep
+        return (nll * keep).sum() / per_target.sum()
+
+
+class BinaryCrossEntropyLoss(Module):
+    """Binary cross entropy of predictions against targets in [0, 1] of the same shape;
+    ``logits``: predictions are logits (computed stably), else probabilities."""
+
+    logits: bool = False
+    reduction: Reduction = "mean"
+
+    def forward(self, predictions: Tensor, targets: Tensor) -> Tensor:
+        _same_shape("binary cross entropy", predictions, targets)
+        targets = targets.cast(predictions.dtype)
+        if self.logits:
+            # max(x, 0) - x * t + log(1 + exp(-|x|)), as softplus(x) - x * t.
+            loss = softplus(predictions) - predictions * targets
+        else:
+            p = predictions.clamp(1e-12, 1.0 - 1e-7)
+            loss = -(targets * p.log() + (1.0 - targets) * (1.0 - p).log())
+        return reduce(loss, self.reduction)
+
+
+class MseLoss(Module):
+    """Mean (or sum) of squared differences."""
+
+    reduction: Reduction = "mean"
+
+    def forward(self, predictions: Tensor, targets: Tensor) -> Tensor:
+        _same_shape("mse", predictions, targets)
+        diff = predictions - targets
+        return reduce(diff * diff, self.reduction)
+
+
+class HuberLoss(Module):
+    """``0.5 * d^2`` where ``|d| <= delta``, ``delta * (|d| - 0.5 * delta)`` elsewhere."""
+
+    delta: float = 1.0
+    reduction: Reduction = "mean"
+
+    def forward(self, predictions: Tensor, targets: Tensor) -> Tensor:
+        _same_shape("huber", predictions, targets)
+        diff = predictions - targets
+        size = diff.abs()
+        loss = where(size <= self.delta, diff * diff * 0.5,
+                     (size - 0.5 * self.delta) * self.delta)
+        return reduce(loss, self.reduction)

@@ -1,0 +1,253 @@
+"""Module: the base class of every layer and model, its parameters found from its attributes."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Self
+
+from burnish import Device, Tensor, record
+from burnish.errors import RecordError
+from burnish.nn.param import Param, is_autodiff
+from burnish.record.tree import join, normalize
+from burnish.shape import show
+
+ParamMapper = Callable[[str, Param], Param]
+
+
+class Module:
+    """A model or a layer: Burn's ``#[derive(Module)]`` in Python form.
+
+    Subclasses declare their fields as annotations and get a dataclass ``__init__`` (a subclass
+    that defines its own ``__init__`` keeps it). Parameters are found from the instance's
+    attributes, whatever their annotations: a ``Param``, a ``Module``, or lists, tuples and
+    dicts (str keys) of them to any depth; every other attribute is a constant that is copied
+    along and never recorded. A parameter's name is its path of attribute names, list indices
+    and dict keys joined by dots (``"layers.0.weight"``), the key it has in records.
+
+    Modules are values: ``map``, ``to_device``, ``valid``, ``no_grad``, ``load_record`` and the
+    optimizers return new modules and leave this one alone. A module owns its parameters and
+    keeps no gradients, so it can be sent to another thread. Calling a module calls ``forward``.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        dataclasses.dataclass(eq=False, repr=False)(cls)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    # -- parameters ---------------------------------------------------------------------------
+
+    def named_params(self) -> list[tuple[str, Param]]:
+        """Every parameter with its name, in attribute order."""
+        return list(_walk(self, ""))
+
+    def params(self) -> list[Param]:
+        """Every parameter, in attribute order."""
+        return [param for _, param in _walk(self, "")]
+
+    def visit(self, visitor: Callable[[str, Param], None]) -> None:
+        """Call ``visitor(name, param)`` for every parameter (Burn's ``ModuleVisitor``)."""
+        for name, param in _walk(self, ""):
+            visitor(name, param)
+
+    def map(self, mapper: ParamMapper) -> Self:
+        """A copy whose every parameter is ``mapper(name, param)`` (Burn's ``ModuleMapper``);
+        containers are copied, constants shared."""
+        return _map_module(self, "", mapper)
+
+    def num_params(self) -> int:
+        """The number of scalar values in all parameters, frozen ones included."""
+        return sum(param.numel() for param in self.params())
+
+    def devices(self) -> list[Device]:
+        """The devices the parameters are on, each once."""
+        found: list[Device] = []
+        for param in self.params():
+            if param.device not in found:
+                found.append(param.device)
+        return found
+
+    # -- copies -------------------------------------------------------------------------------
+
+    def clone(self) -> Self:
+        """A copy with its own containers and params (same ids; tensors are values, shared)."""
+        return self.map(lambda _, p: Param(p.val(), p.id, p.require_grad))
+
+    def to_device(self, device: Device | str) -> Self:
+        """The module with every parameter on ``device``, which may belong to another backend
+        (``"autodiff+ndarray"`` to train a module built on ``"ndarray"``); ids are kept."""
+        return self.map(lambda _, p: p.map(lambda t: t.to_device(device)))
+
+    def fork(self, device: Device | str) -> Self:
+        """``to_device`` with fresh autodiff leaves: the copy's graph is its own (Burn's
+        ``fork``), for training copies of one model in several threads."""
+        return self.map(lambda _, p: p.map(lambda t: t.detach().to_device(device)))
+
+    def valid(self) -> Self:
+        """The same module on the inner backend of its autodiff backend: no gradients are
+        tracked, and dropout and batch norm behave as in evaluation (Burn's ``valid``). A module
+        already on a plain backend is returned as it is."""
+        return self.map(lambda _, p: p.map(lambda t: t.inner() if is_autodiff(t) else t))
+
+    def no_grad(self) -> Self:
+        """Every parameter frozen: optimizers leave it alone and no gradient is computed."""
+        return self.map(lambda _, p: p.set_require_grad(False))
+
+    def freeze(self, *names: str) -> Self:
+        """The named parameters frozen; a name also freezes everything below it (``"encoder"``
+        freezes ``"encoder.layers.0.weight"``). ``unfreeze`` undoes it."""
+        return self._set_require_grad(names, False)
+
+    def unfreeze(self, *names: str) -> Self:
+        """The named parameters (every one when none is named) trained again."""
+        return self._set_require_grad(names, True)
+
+    def _set_require_grad(self, names: tuple[str, ...], flag: bool) -> Self:
+        known = {name for name, _ in self.named_params()}
+        for name in names:
+            if not any(_below(k, name) for k in known):
+                raise KeyError(f"{type(self).__name__} has no parameter {name!r}; it has "
+                               f"{', '.join(sorted(known)) or 'none'}")
+
+        def mapper(name: str, param: Param) -> Param:
+            if not names or any(_below(name, n) for n in names):
+                return param.set_require_grad(flag)
+            return param
+
+        return self.map(mapper)
+
+    # -- records ------------------------------------------------------------------------------
+
+    def into_record(self) -> dict[str, Any]:
+        """The parameters as a nested mapping of tensors, keyed like the attributes."""
+        tree = _record_of(self)
+        return tree if isinstance(tree, dict) else {}
+
+    def load_record(self, source: Mapping[str, Any] | record.Record) -> Self:
+        """A copy holding the record's values (cast to each parameter's dtype, on its device);
+        ids and frozen flags stay this module's.
+
+        Raises RecordError listing every missing, unexpected and mis-shaped key at once.
+        """
+        tensors = source.tensors if isinstance(source, record.Record) else source
+        given = record.flatten(normalize(tensors))
+        expected = dict(self.named_params())
+        missing = [name for name in expected if name not in given]
+        unexpected = [name for name in given if name not in expected]
+        misshaped = [
+            f"{name} (module {show(expected[name].shape)}, record {show(given[name].shape)})"
+            for name in expected
+            if name in given and list(given[name].shape) != list(expected[name].shape)
+        ]
+        if missing or unexpected or misshaped:
+            problems = [f"{label}: {', '.join(items)}" for label, items in
+                        (("missing", missing), ("unexpected", unexpected),
+                         ("mis-shaped", misshaped)) if items]
+            raise RecordError(f"the record does not fit {type(self).__name__}; "
+                              + "; ".join(problems))
+
+        def mapper(name: str, param: Param) -> Param:
+            tensor = Tensor.from_data(given[name], device=param.device, dtype=param.dtype)
+            return param.with_tensor(tensor)
+
+        return self.map(mapper)
+
+    def save(self, path: str | os.PathLike[str], format: str | None = None,
+             precision: record.Precision = "full") -> Path:
+        """Write the record to ``path`` through ``burnish.record`` (format from the extension,
+        safetensors by default; ``precision="half"`` stores float16), with the module's type and
+        parameter ids, so that an optimizer's saved state finds its parameters again."""
+        metadata = {
+            "module": f"{type(self).__module__}.{type(self).__qualname__}",
+            "param_ids": {name: param.id for name, param in self.named_params()},
+        }
+        return record.save(self.into_record(), path, format, precision, metadata)
+
+    def load(self, path: str | os.PathLike[str], format: str | None = None) -> Self:
+        """A copy holding the values saved at ``path`` (see ``load_record`` for the errors),
+        with the saved parameter ids."""
+        loaded = record.load(path, format)
+        module = self.load_record(loaded)
+        ids = loaded.metadata.user.get("param_ids", {})
+        return module.map(lambda name, p: Param(p.val(), ids.get(name, p.id), p.require_grad))
+
+    # -- display ------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__}("]
+        for name, value in vars(self).items():
+            text = repr(value) if isinstance(value, Module | Param) else None
+            if text is None and isinstance(value, int | float | str | bool | type(None)):
+                text = repr(value)
+            if text is not None:
+                lines.append(f"  {name}: " + text.replace("\n", "\n  ") + ",")
+        if len(lines) == 1:
+            return f"{type(self).__name__}()"
+        return "\n".join(lines + [")"])
+
+
+def _below(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _walk(value: Any, path: str) -> Iterator[tuple[str, Param]]:
+    if isinstance(value, Param):
+        yield path, value
+    elif isinstance(value, Module):
+        for key, item in vars(value).items():
+            yield from _walk(item, join(path, key))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _walk(item, join(path, str(i)))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                yield from _walk(item, join(path, key))
+
+
+def _map_module(module: Module, path: str, mapper: ParamMapper) -> Any:
+    copy = object.__new__(type(module))
+    for key, item in vars(module).items():
+        copy.__dict__[key] = _map_value(item, join(path, key), mapper)
+    return copy
+
+
+def _map_value(value: Any, path: str, mapper: ParamMapper) -> Any:
+    if isinstance(value, Param):
+        return mapper(path, value)
+    if isinstance(value, Module):
+        return _map_module(value, path, mapper)
+    if isinstance(value, list):
+        return [_map_value(item, join(path, str(i)), mapper) for i, item in enumerate(value)]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_map_value(item, join(path, str(i)), mapper) for i, item in enumerate(value))
+    if isinstance(value, dict):
+        return {key: _map_value(item, join(path, key), mapper) if isinstance(key, str) else item
+                for key, item in value.items()}
+    return value
+
+
+def _record_of(value: Any) -> Any:
+    """The record of a value, or None when it holds no parameter."""
+    if isinstance(value, Param):
+        return value.val()
+    if isinstance(value, Module):
+        value = vars(value)
+    if isinstance(value, dict):
+        tree = {key: _record_of(item) for key, item in value.items() if isinstance(key, str)}
+        tree = {key: item for key, item in tree.items() if item is not None}
+        return tree or None
+    if isinstance(value, list | tuple):
+        items = [_record_of(item) for item in value]
+        if all(item is None for item in items):
+            return None
+        # Keep indices aligned with the attribute: a gap becomes an empty mapping.
+        return [{} if item is None else item for item in items]
+    return None

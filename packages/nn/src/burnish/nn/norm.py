@@ -1,0 +1,141 @@
+"""Normalization layers: LayerNorm, RmsNorm, GroupNorm and BatchNorm (with running stats)."""
+
+from __future__ import annotations
+
+from burnish import Device, Tensor
+from burnish.nn.config import Config
+from burnish.nn.module import Module
+from burnish.nn.param import Param, is_autodiff
+
+
+class LayerNormConfig(Config):
+    d_model: int
+    epsilon: float = 1e-5
+
+    def init(self, device: Device | str | None = None) -> LayerNorm:
+        return LayerNorm(Param(Tensor.ones([self.d_model], device)),
+                         Param(Tensor.zeros([self.d_model], device)), self.epsilon)
+
+
+class LayerNorm(Module):
+    """``(x - mean) / sqrt(var + epsilon) * gamma + beta`` over the last dim (biased var)."""
+
+    gamma: Param
+    beta: Param
+    epsilon: float = 1e-5
+
+    def forward(self, x: Tensor) -> Tensor:
+        mean = x.mean(-1, keepdim=True)
+        centered = x - mean
+        var = (centered * centered).mean(-1, keepdim=True)
+        return centered * (var + self.epsilon).rsqrt() * self.gamma.val() + self.beta.val()
+
+
+class RmsNormConfig(Config):
+    d_model: int
+    epsilon: float = 1e-5
+
+    def init(self, device: Device | str | None = None) -> RmsNorm:
+        return RmsNorm(Param(Tensor.ones([self.d_model], device)), self.epsilon)
+
+
+class RmsNorm(Module):
+    """``x / sqrt(mean(x^2) + epsilon) * gamma`` over the last dim."""
+
+    gamma: Param
+    epsilon: float = 1e-5
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * ((x * x).mean(-1, keepdim=True) + self.epsilon).rsqrt() * self.gamma.val()
+
+
+class GroupNormConfig(Config):
+    num_groups: int
+    num_channels: int
+    epsilon: float = 1e-5
+    affine: bool = True
+
+    def init(self, device: Device | str | None = None) -> GroupNorm:
+        if self.num_channels % self.num_groups:
+            raise ValueError(f"{self.num_channels} channels are not divisible into "
+                             f"{self.num_groups} groups")
+        gamma = Param(Tensor.ones([self.num_channels], device)) if self.affine else None
+        beta = Param(Tensor.zeros([self.num_channels], device)) if self.affine else None
+        return GroupNorm(gamma, beta, self.num_groups, self.epsilon)
+
+
+class GroupNorm(Module):
+    """Normalizes ``[batch, channels, ...]`` over each group of channels and the spatial dims;
+    InstanceNorm is GroupNorm with one group per channel."""
+
+    gamma: Param | None
+    beta: Param | None
+    num_groups: int
+    epsilon: float = 1e-5
+
+    def forward(self, x: Tensor) -> Tensor:
+        shape = x.dims()
+        grouped = x.reshape([shape[0], self.num_groups, -1])
+        mean = grouped.mean(-1, keepdim=True)
+        centered = grouped - mean
+        var = (centered * centered).mean(-1, keepdim=True)
+        y = (centered * (var + self.epsilon).rsqrt()).reshape(shape)
+        if self.gamma is None:
+            return y
+        affine_shape = [1, shape[1]] + [1] * (len(shape) - 2)
+        return y * self.gamma.val().reshape(affine_shape) + self.beta.val().reshape(affine_shape)
+
+
+class BatchNormConfig(Config):
+    num_features: int
+    epsilon: float = 1e-5
+    momentum: float = 0.1
+
+    def init(self, device: Device | str | None = None) -> BatchNorm:
+        n = self.num_features
+        return BatchNorm(
+            Param(Tensor.ones([n], device)), Param(Tensor.zeros([n], device)),
+            Param(Tensor.zeros([n], device), require_grad=False),
+            Param(Tensor.ones([n], device), require_grad=False),
+            self.epsilon, self.momentum,
+        )
+
+
+class BatchNorm(Module):
+    """Normalizes ``[batch, channels, ...]`` per channel.
+
+    While training (an autodiff backend) it uses the batch's statistics and moves the running
+    ones towards them: ``running = (1 - momentum) * running + momentum * batch``, the running
+    variance unbiased (PyTorch's rule). Otherwise (``valid()``) it uses the running statistics.
+    The running statistics are frozen params: recorded, never optimized.
+    """
+
+    gamma: Param
+    beta: Param
+    running_mean: Param
+    running_var: Param
+    epsilon: float = 1e-5
+    momentum: float = 0.1
+
+    def forward(self, x: Tensor) -> Tensor:
+        channels = x.shape[1]
+        shape = [1, channels] + [1] * (x.ndim - 2)
+        if is_autodiff(x):
+            dims = [0] + list(range(2, x.ndim))
+            mean = x.mean(dims, keepdim=True)
+            centered = x - mean
+            var = (centered * centered).mean(dims, keepdim=True)
+            count = x.numel() // channels
+            unbiased = var.detach().reshape([channels]) * (count / max(count - 1, 1))
+            self.running_mean = self._moved(self.running_mean, mean.detach().reshape([channels]))
+            self.running_var = self._moved(self.running_var, unbiased)
+        else:
+            mean = self.running_mean.val().reshape(shape)
+            centered = x - mean
+            var = self.running_var.val().reshape(shape)
+        y = centered * (var + self.epsilon).rsqrt()
+        return y * self.gamma.val().reshape(shape) + self.beta.val().reshape(shape)
+
+    def _moved(self, running: Param, batch: Tensor) -> Param:
+        value = running.val() * (1.0 - self.momentum) + batch * self.momentum
+        return running.with_tensor(value)
