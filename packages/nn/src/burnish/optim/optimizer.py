@@ -1,0 +1,93 @@
+"""The Optimizer base: one step over a module's parameters, and its state saved as a record."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from burnish import Tensor, record
+from burnish.errors import RecordError
+from burnish.nn.module import Module
+from burnish.nn.param import Param, is_autodiff
+from burnish.optim.grads import GradientClipping, GradientsParams
+
+State = dict[str, Tensor]
+
+
+class Optimizer:
+    """Updates a module from its gradients: ``module = optim.step(lr, module, grads)``.
+
+    ``grads`` is what ``loss.backward()`` returned or a ``GradientsParams``. Parameters without a
+    gradient, and frozen ones, are left as they are. The per-parameter state (moments, step
+    counts) is keyed by parameter id, and ``save``/``load`` write and read it through
+    ``burnish.record``, so a run resumed from a saved module and optimizer continues exactly.
+    Subclasses implement ``update(param, grad, state, lr) -> new value`` on plain tensors.
+    """
+
+    def __init__(self, gradient_clipping: GradientClipping | None = None):
+        self.gradient_clipping = gradient_clipping
+        self.state: dict[str, State] = {}
+
+    def update(self, value: Tensor, grad: Tensor, state: State, lr: float) -> Tensor:
+        raise NotImplementedError
+
+    def step(self, lr: float, module: Module, grads: Any) -> Module:
+        if not isinstance(grads, GradientsParams):
+            grads = GradientsParams.from_grads(grads, module)
+
+        def mapper(_: str, param: Param) -> Param:
+            grad = grads.get(param.id)
+            if grad is None or not param.require_grad:
+                return param
+            tensor = param.val()
+            value = tensor.inner() if is_autodiff(tensor) else tensor
+            if self.gradient_clipping is not None:
+                grad = self.gradient_clipping.clip(grad)
+            state = {key: t.to_device(value.device)
+                     for key, t in self.state.get(param.id, {}).items()}
+            new = self.update(value, grad.cast(value.dtype), state, lr)
+            self.state[param.id] = state
+            if is_autodiff(tensor):
+                new = Tensor.from_inner(new, tensor.backend)
+            return param.with_tensor(new)
+
+        return module.map(mapper)
+
+    # -- records ------------------------------------------------------------------------------
+
+    def into_record(self) -> dict[str, Any]:
+        """The state as a nested mapping: parameter id, then the state's tensors."""
+        return {key: dict(state) for key, state in self.state.items() if state}
+
+    def load_record(self, tree: dict[str, Any] | record.Record) -> None:
+        """Replace the state by a record's (``into_record``'s form)."""
+        if isinstance(tree, record.Record):
+            tree = tree.tensors
+        state: dict[str, State] = {}
+        for key, entries in tree.items():
+            if not isinstance(entries, dict):
+                raise RecordError(f"optimizer state {key!r} must map names to tensors")
+            state[key] = {name: Tensor.from_data(data) for name, data in entries.items()}
+        self.state = state
+
+    def save(self, path: str | os.PathLike[str], format: str | None = None) -> Path:
+        """Write the state to ``path`` (always in full precision: moments must resume
+        exactly)."""
+        return record.save(self.into_record(), path, format,
+                           metadata={"optimizer": type(self).__name__})
+
+    def load(self, path: str | os.PathLike[str], format: str | None = None) -> None:
+        loaded = record.load(path, format)
+        kind = loaded.metadata.user.get("optimizer")
+        if kind not in (None, type(self).__name__):
+            raise RecordError(f"{path} holds the state of {kind}, not of {type(self).__name__}")
+        self.load_record(loaded)
+
+
+def step_count(state: State, like: Tensor) -> int:
+    """Advance and return the step count kept in ``state`` (1 on the first step)."""
+    previous = state.get("step")
+    count = 1 if previous is None else int(previous.item()) + 1
+    state["step"] = Tensor.from_data([count], like.device, "int64")
+    return count
