@@ -10,6 +10,7 @@ def test_shape_prints_like_burn():
     assert str(Shape([2, 3])) == "[2, 3]"
     assert Shape([2, 3]).numel == 6
     assert Shape([]).numel == 1
+    assert Shape([2, 3]) == [2, 3] and Shape([2, 3]) == (2, 3) and Shape([2, 3]) != [3, 2]
 
 
 def test_shape_rejects_negative_dims():

@@ -35,6 +35,17 @@ class Shape(tuple):
     def dims(self) -> list[int]:
         return list(self)
 
+    def __eq__(self, other: object) -> bool:
+        # A shape prints as a list, so it compares equal to the list it prints as.
+        if isinstance(other, list):
+            return list(self) == other
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
     def __repr__(self) -> str:
         return f"[{', '.join(str(d) for d in self)}]"
 
