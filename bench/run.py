@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import bench_autodiff
 import bench_conv
 import bench_dispatch
 import bench_elementwise
@@ -35,8 +36,12 @@ BENCHMARKS = {
     "reduction": bench_reduction,
     "matmul": bench_matmul,
     "conv2d": bench_conv,
+    "autodiff": bench_autodiff,
 }
-COLUMNS = {"burnish": "burnish", "numpy": "NumPy", "torch": "PyTorch"}
+#: Implementations: burnish on the backend under test, NumPy, PyTorch, and for the autodiff
+#: cases burnish on the plain backend the autodiff one wraps ("plain").
+COLUMNS = {"burnish": "burnish", "plain": "burnish, no autodiff", "numpy": "NumPy",
+           "torch": "PyTorch"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         done = run_cases(names, ctx, {"torch"}, args)
     else:
         ctx = Context.make(args.backend, with_torch=False)
-        done = run_cases(names, ctx, {"burnish", "numpy"}, args)
+        done = run_cases(names, ctx, {"burnish", "plain", "numpy"}, args)
         if with_torch:
             add_torch(done, names, args)
 

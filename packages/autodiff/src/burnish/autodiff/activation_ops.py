@@ -12,7 +12,7 @@ import math
 from burnish.autodiff.graph import OUT, AutodiffPrimitive
 from burnish.autodiff.inner_math import one_minus, scalar
 from burnish.backend.activation_ops import ActivationOps
-from burnish.dtype import DType
+from burnish.dtype import DType, bool_
 
 P = AutodiffPrimitive
 
@@ -53,9 +53,12 @@ class AutodiffActivationOps(ActivationOps):
 
 
 def _relu_backward(b, dtype, g, out):
-    # PyTorch's convention: zero gradient at 0 (and for NaN inputs).
-    zero = scalar(b, 0.0, dtype, g)
-    return (b.where(b.greater(out, zero), g, zero),)
+    # 1 where the output is positive, else 0 (PyTorch's convention at 0 and for NaN inputs).
+    # A multiply by the mask, not a select: NumPy's where with a random mask is ten times
+    # slower, and relu is on the hot path of every MLP. (An infinite upstream gradient where
+    # the input was negative becomes NaN instead of 0.)
+    positive = b.greater(out, scalar(b, 0.0, dtype, g))
+    return (b.mul(g, b.cast(positive, bool_, dtype)),)
 
 
 def _gelu_backward(b, dtype, g, x):

@@ -92,7 +92,7 @@ class Autodiff(
             # Burn's semantics: nothing this tensor depends on requires grad, so no gradients.
             return Gradients(self._inner)
         seed = self._inner.ones(x.shape, dtype, self._inner._device_of(x.inner))
-        return Gradients(self._inner, backward(self._inner, x.node, seed))
+        return Gradients(self._inner, backward(self._inner, x.node, seed, self._balanced))
 
     def grad(self, x: P, grads: Gradients) -> Any:
         return _check(grads)._get(x.node.leaf_id) if _is_leaf(x) else None

@@ -23,6 +23,9 @@ Rule = Callable[..., tuple[Any, ...]]
 
 #: Leaf ids: what ``Gradients`` is keyed by. ``next`` on a count is atomic under the GIL.
 _leaf_ids = itertools.count(1)
+#: Every node's number, in the order nodes are made. A node's parents exist before it, so a
+#: higher number means later in every graph: sorting by it orders a graph topologically.
+_sequence = itertools.count()
 
 
 class Node:
@@ -34,7 +37,7 @@ class Node:
     how to recompute the output, kept only by ops that checkpointing recomputes.
     """
 
-    __slots__ = ("parents", "rule", "saved", "recipe", "dtype", "leaf_id", "cache")
+    __slots__ = ("parents", "rule", "saved", "recipe", "dtype", "leaf_id", "cache", "order")
 
     def __init__(self, parents: tuple[Node | None, ...], rule: Rule | None, saved: tuple,
                  recipe: tuple | None, dtype: DType, leaf_id: int = 0):
@@ -45,6 +48,7 @@ class Node:
         self.dtype = dtype
         self.leaf_id = leaf_id
         self.cache = None
+        self.order = next(_sequence)
 
     @classmethod
     def leaf(cls, dtype: DType) -> Node:
@@ -98,21 +102,21 @@ class _Out:
 OUT = _Out()
 
 
-def backward(inner: Any, root: Node, seed: Any) -> dict[int, Any]:
+def backward(inner: Any, root: Node, seed: Any, recomputes: bool = False) -> dict[int, Any]:
     """Run the graph behind ``root`` backward from the gradient ``seed`` (an inner primitive of
     ``root``'s shape); return the gradient of every leaf reached, by leaf id. Every non-leaf
-    node run through is freed."""
-    order = _topological(root)
+    node run through is freed. ``recomputes``: nodes may hold states to recompute (balanced
+    checkpointing); without it their saved values are used as they are."""
     pending: dict[Node, Any] = {root: seed}
     found: dict[int, Any] = {}
-    for node in order:
+    for node in _topological(root):
         grad = pending.pop(node, None)
         if node.leaf_id:
             if grad is not None:
                 found[node.leaf_id] = grad
             continue
         if grad is not None:
-            saved = [_value(s, node) for s in node.saved] if node.saved else ()
+            saved = [_value(s, node) for s in node.saved] if recomputes else node.saved
             grads = node.rule(inner, node.dtype, grad, *saved)
             for parent, parent_grad in zip(node.parents, grads):
                 if parent is None or parent_grad is None:
@@ -127,23 +131,20 @@ def _topological(root: Node) -> list[Node]:
     """Every node ``root`` depends on, each after all the nodes that consume it (root first)."""
     if root.freed:
         raise _freed_error()
-    order: list[Node] = []
     seen = {root}
-    stack = [(root, iter(root.parents))]
+    stack = [root]
     while stack:
-        node, parents = stack[-1]
-        for parent in parents:
+        for parent in stack.pop().parents:
             if parent is not None and parent not in seen:
                 if parent.freed:
                     raise _freed_error()
                 seen.add(parent)
-                stack.append((parent, iter(parent.parents)))
-                break
-        else:
-            stack.pop()
-            order.append(node)
-    order.reverse()
-    return order
+                stack.append(parent)
+    return sorted(seen, key=_order, reverse=True)
+
+
+def _order(node: Node) -> int:
+    return node.order
 
 
 def _freed_error() -> AutodiffError:

@@ -47,6 +47,8 @@ def constant(b: Any, values: np.ndarray, dtype: DType, like: Any) -> Any:
 
 def swap_last(b: Any, x: Any) -> Any:
     """``x`` with its last two dims exchanged."""
+    if len(x.shape) == 2:
+        return b.permute(x, (1, 0))
     axes = list(range(len(x.shape)))
     axes[-1], axes[-2] = axes[-2], axes[-1]
     return b.permute(x, tuple(axes))

@@ -18,11 +18,6 @@ from burnish.dtype import DType, bool_
 P = AutodiffPrimitive
 
 
-def _shapes(lhs: P, rhs: P) -> tuple:
-    """The input shapes a binary rule reduces to; None for an input that is not tracked."""
-    return (None if lhs.node is None else lhs.shape, None if rhs.node is None else rhs.shape)
-
-
 class AutodiffNumericOps(NumericOps):
     """Numeric ops: the inner backend computes, tracked inputs add a node."""
 
@@ -30,48 +25,60 @@ class AutodiffNumericOps(NumericOps):
 
     def add(self, lhs: P, rhs: P) -> P:
         out = self._inner.add(lhs.inner, rhs.inner)
-        if lhs.node is None and rhs.node is None:
+        lhs_node, rhs_node = lhs.node, rhs.node
+        if lhs_node is None and rhs_node is None:
             return P(out)
-        return self._record(out, (lhs, rhs), _add_backward, _shapes(lhs, rhs),
+        shapes = (None if lhs_node is None else lhs.shape, None if rhs_node is None else rhs.shape)
+        return self._record(out, (lhs, rhs), _add_backward, shapes,
                             (self._inner.add, lhs, rhs))
 
     def sub(self, lhs: P, rhs: P) -> P:
         out = self._inner.sub(lhs.inner, rhs.inner)
-        if lhs.node is None and rhs.node is None:
+        lhs_node, rhs_node = lhs.node, rhs.node
+        if lhs_node is None and rhs_node is None:
             return P(out)
-        return self._record(out, (lhs, rhs), _sub_backward, _shapes(lhs, rhs),
+        shapes = (None if lhs_node is None else lhs.shape, None if rhs_node is None else rhs.shape)
+        return self._record(out, (lhs, rhs), _sub_backward, shapes,
                             (self._inner.sub, lhs, rhs))
 
     def mul(self, lhs: P, rhs: P) -> P:
         out = self._inner.mul(lhs.inner, rhs.inner)
-        if lhs.node is None and rhs.node is None:
+        lhs_node, rhs_node = lhs.node, rhs.node
+        if lhs_node is None and rhs_node is None:
             return P(out)
-        saved = (None if lhs.node is None else rhs, None if rhs.node is None else lhs)
-        return self._record(out, (lhs, rhs), _mul_backward, saved + _shapes(lhs, rhs),
+        shapes = (None if lhs_node is None else lhs.shape, None if rhs_node is None else rhs.shape)
+        saved = (None if lhs_node is None else rhs, None if rhs_node is None else lhs)
+        return self._record(out, (lhs, rhs), _mul_backward, saved + shapes,
                             (self._inner.mul, lhs, rhs))
 
     def div(self, lhs: P, rhs: P) -> P:
         out = self._inner.div(lhs.inner, rhs.inner)
-        if lhs.node is None and rhs.node is None:
+        lhs_node, rhs_node = lhs.node, rhs.node
+        if lhs_node is None and rhs_node is None:
             return P(out)
-        saved = (None if rhs.node is None else lhs, rhs)
-        return self._record(out, (lhs, rhs), _div_backward, saved + _shapes(lhs, rhs),
+        shapes = (None if lhs_node is None else lhs.shape, None if rhs_node is None else rhs.shape)
+        saved = (None if rhs_node is None else lhs, rhs)
+        return self._record(out, (lhs, rhs), _div_backward, saved + shapes,
                             (self._inner.div, lhs, rhs))
 
     def remainder(self, lhs: P, rhs: P) -> P:
         out = self._inner.remainder(lhs.inner, rhs.inner)
-        if lhs.node is None and rhs.node is None:
+        lhs_node, rhs_node = lhs.node, rhs.node
+        if lhs_node is None and rhs_node is None:
             return P(out)
-        saved = (lhs, rhs) if rhs.node is not None else (None, None)
-        return self._record(out, (lhs, rhs), _remainder_backward, saved + _shapes(lhs, rhs),
+        shapes = (None if lhs_node is None else lhs.shape, None if rhs_node is None else rhs.shape)
+        saved = (lhs, rhs) if rhs_node is not None else (None, None)
+        return self._record(out, (lhs, rhs), _remainder_backward, saved + shapes,
                             (self._inner.remainder, lhs, rhs))
 
     def pow(self, lhs: P, rhs: P) -> P:
         out = self._inner.pow(lhs.inner, rhs.inner)
-        if lhs.node is None and rhs.node is None:
+        lhs_node, rhs_node = lhs.node, rhs.node
+        if lhs_node is None and rhs_node is None:
             return P(out)
-        saved = (lhs, rhs, None if rhs.node is None else OUT)
-        return self._record(out, (lhs, rhs), _pow_backward, saved + _shapes(lhs, rhs),
+        shapes = (None if lhs_node is None else lhs.shape, None if rhs_node is None else rhs.shape)
+        saved = (lhs, rhs, None if rhs_node is None else OUT)
+        return self._record(out, (lhs, rhs), _pow_backward, saved + shapes,
                             (self._inner.pow, lhs, rhs))
 
     def add_scalar(self, x: P, value: Scalar, dtype: DType) -> P:
@@ -127,17 +134,21 @@ class AutodiffNumericOps(NumericOps):
 
     def maximum(self, lhs: P, rhs: P) -> P:
         out = self._inner.maximum(lhs.inner, rhs.inner)
-        if lhs.node is None and rhs.node is None:
+        lhs_node, rhs_node = lhs.node, rhs.node
+        if lhs_node is None and rhs_node is None:
             return P(out)
+        shapes = (None if lhs_node is None else lhs.shape, None if rhs_node is None else rhs.shape)
         return self._record(out, (lhs, rhs), _maximum_backward,
-                            (lhs, rhs) + _shapes(lhs, rhs), (self._inner.maximum, lhs, rhs))
+                            (lhs, rhs) + shapes, (self._inner.maximum, lhs, rhs))
 
     def minimum(self, lhs: P, rhs: P) -> P:
         out = self._inner.minimum(lhs.inner, rhs.inner)
-        if lhs.node is None and rhs.node is None:
+        lhs_node, rhs_node = lhs.node, rhs.node
+        if lhs_node is None and rhs_node is None:
             return P(out)
+        shapes = (None if lhs_node is None else lhs.shape, None if rhs_node is None else rhs.shape)
         return self._record(out, (lhs, rhs), _minimum_backward,
-                            (lhs, rhs) + _shapes(lhs, rhs), (self._inner.minimum, lhs, rhs))
+                            (lhs, rhs) + shapes, (self._inner.minimum, lhs, rhs))
 
     def clamp(self, x: P, low: Scalar | None, high: Scalar | None, dtype: DType) -> P:
         out = self._inner.clamp(x.inner, low, high, dtype)
@@ -148,10 +159,12 @@ class AutodiffNumericOps(NumericOps):
 
     def matmul(self, lhs: P, rhs: P) -> P:
         out = self._inner.matmul(lhs.inner, rhs.inner)
-        if lhs.node is None and rhs.node is None:
+        lhs_node, rhs_node = lhs.node, rhs.node
+        if lhs_node is None and rhs_node is None:
             return P(out)
-        saved = (None if lhs.node is None else rhs, None if rhs.node is None else lhs)
-        return self._record(out, (lhs, rhs), _matmul_backward, saved + _shapes(lhs, rhs))
+        shapes = (None if lhs_node is None else lhs.shape, None if rhs_node is None else rhs.shape)
+        saved = (None if lhs_node is None else rhs, None if rhs_node is None else lhs)
+        return self._record(out, (lhs, rhs), _matmul_backward, saved + shapes)
 
     # -- comparisons: bool results, no gradient -----------------------------------------------
 
