@@ -56,10 +56,14 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def conformance(session: nox.Session) -> None:
-    """The conformance suite: ``nox -s conformance -- --backend NAME`` (default: ndarray)."""
-    install_editable(session, "core", "backend-ndarray", "conformance")
-    args = session.posargs or ["--backend", "ndarray"]
-    session.run("pytest", "--pyargs", "burnish.conformance", *args)
+    """The conformance suite: ``nox -s conformance -- --backend NAME``. Without arguments it
+    runs twice: on ndarray, and on autodiff+ndarray, where its gradient part runs too."""
+    install_editable(session, "core", "backend-ndarray", "autodiff", "conformance")
+    if session.posargs:
+        session.run("pytest", "--pyargs", "burnish.conformance", *session.posargs)
+        return
+    for backend in ("ndarray", "autodiff+ndarray"):
+        session.run("pytest", "--pyargs", "burnish.conformance", "--backend", backend)
 
 
 @nox.session
@@ -88,7 +92,7 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """The benchmarks: ``nox -s bench -- --markdown``; ``-- --torch`` adds PyTorch to compare."""
-    install_editable(session, "core", "backend-ndarray")
+    install_editable(session, "core", "backend-ndarray", "autodiff")
     if "--torch" in session.posargs:
         session.install(TORCH)
     session.run("python", str(ROOT / "bench" / "run.py"), *session.posargs)
