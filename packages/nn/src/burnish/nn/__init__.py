@@ -24,6 +24,12 @@ from burnish.nn.activation import (
     SwiGluConfig,
     Tanh,
 )
+from burnish.nn.attention import (
+    MhaOutput,
+    MultiHeadAttention,
+    MultiHeadAttentionConfig,
+    causal_mask,
+)
 from burnish.nn.config import Config
 from burnish.nn.conv import (
     Conv,
@@ -79,6 +85,22 @@ from burnish.nn.pool import (
     MaxPool1d,
     MaxPool2d,
 )
+from burnish.nn.positional import (
+    PositionalEncoding,
+    PositionalEncodingConfig,
+    RotaryEncoding,
+    RotaryEncodingConfig,
+)
+from burnish.nn.transformer import (
+    PositionWiseFeedForward,
+    PositionWiseFeedForwardConfig,
+    TransformerDecoder,
+    TransformerDecoderConfig,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderConfig,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool1d", "AvgPool2d",
@@ -93,4 +115,9 @@ __all__ = [
     "Module", "MseLoss", "Normal", "Ones", "Orthogonal", "PRelu", "PReluConfig", "Param", "Relu",
     "Relu6", "RmsNorm", "RmsNormConfig", "Selu", "Sigmoid", "Silu", "Softplus", "Softsign",
     "SwiGlu", "SwiGluConfig", "Tanh", "Uniform", "XavierNormal", "XavierUniform", "Zeros",
+    "causal_mask", "MhaOutput", "MultiHeadAttention", "MultiHeadAttentionConfig",
+    "PositionalEncoding", "PositionalEncodingConfig", "RotaryEncoding", "RotaryEncodingConfig",
+    "PositionWiseFeedForward", "PositionWiseFeedForwardConfig", "TransformerDecoder",
+    "TransformerDecoderConfig", "TransformerDecoderLayer", "TransformerEncoder",
+    "TransformerEncoderConfig", "TransformerEncoderLayer",
 ]
