@@ -91,6 +91,16 @@ from burnish.nn.positional import (
     RotaryEncoding,
     RotaryEncodingConfig,
 )
+from burnish.nn.rnn import (
+    BiLstm,
+    BiLstmConfig,
+    GateController,
+    Gru,
+    GruConfig,
+    Lstm,
+    LstmConfig,
+    LstmState,
+)
 from burnish.nn.transformer import (
     PositionWiseFeedForward,
     PositionWiseFeedForwardConfig,
@@ -120,4 +130,6 @@ __all__ = [
     "PositionWiseFeedForward", "PositionWiseFeedForwardConfig", "TransformerDecoder",
     "TransformerDecoderConfig", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerEncoderConfig", "TransformerEncoderLayer",
+    "BiLstm", "BiLstmConfig", "GateController", "Gru", "GruConfig", "Lstm", "LstmConfig",
+    "LstmState",
 ]
