@@ -70,6 +70,8 @@ from burnish.nn.norm import (
     BatchNormConfig,
     GroupNorm,
     GroupNormConfig,
+    InstanceNorm,
+    InstanceNormConfig,
     LayerNorm,
     LayerNormConfig,
     RmsNorm,
@@ -91,6 +93,7 @@ from burnish.nn.positional import (
     RotaryEncoding,
     RotaryEncodingConfig,
 )
+from burnish.nn.resize import Interpolate, PixelShuffle, PixelUnshuffle
 from burnish.nn.rnn import (
     BiLstm,
     BiLstmConfig,
@@ -111,6 +114,7 @@ from burnish.nn.transformer import (
     TransformerEncoderConfig,
     TransformerEncoderLayer,
 )
+from burnish.nn.unfold import Unfold
 
 __all__ = [
     "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AvgPool1d", "AvgPool2d",
@@ -132,4 +136,6 @@ __all__ = [
     "TransformerEncoderConfig", "TransformerEncoderLayer",
     "BiLstm", "BiLstmConfig", "GateController", "Gru", "GruConfig", "Lstm", "LstmConfig",
     "LstmState",
+    "InstanceNorm", "InstanceNormConfig", "Interpolate", "PixelShuffle", "PixelUnshuffle",
+    "Unfold",
 ]

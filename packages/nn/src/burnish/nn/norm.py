@@ -1,4 +1,4 @@
-"""Normalization layers: LayerNorm, RmsNorm, GroupNorm and BatchNorm (with running stats)."""
+"""Normalization layers: LayerNorm, RmsNorm, GroupNorm, InstanceNorm and BatchNorm."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ class GroupNormConfig(Config):
 
 class GroupNorm(Module):
     """Normalizes ``[batch, channels, ...]`` over each group of channels and the spatial dims;
-    InstanceNorm is GroupNorm with one group per channel."""
+    ``InstanceNorm`` is the case of one group per channel."""
 
     gamma: Param | None
     beta: Param | None
@@ -74,16 +74,45 @@ class GroupNorm(Module):
     epsilon: float = 1e-5
 
     def forward(self, x: Tensor) -> Tensor:
-        shape = x.dims()
-        grouped = x.reshape([shape[0], self.num_groups, -1])
-        mean = grouped.mean(-1, keepdim=True)
-        centered = grouped - mean
-        var = (centered * centered).mean(-1, keepdim=True)
-        y = (centered * (var + self.epsilon).rsqrt()).reshape(shape)
-        if self.gamma is None:
-            return y
-        affine_shape = [1, shape[1]] + [1] * (len(shape) - 2)
-        return y * self.gamma.val().reshape(affine_shape) + self.beta.val().reshape(affine_shape)
+        return _group_norm(x, self.num_groups, self.gamma, self.beta, self.epsilon)
+
+
+class InstanceNormConfig(Config):
+    num_channels: int
+    epsilon: float = 1e-5
+    affine: bool = True
+
+    def init(self, device: Device | str | None = None) -> InstanceNorm:
+        gamma = Param(Tensor.ones([self.num_channels], device)) if self.affine else None
+        beta = Param(Tensor.zeros([self.num_channels], device)) if self.affine else None
+        return InstanceNorm(gamma, beta, self.epsilon)
+
+
+class InstanceNorm(Module):
+    """Normalizes ``[batch, channels, ...]`` over the spatial dims of each channel of each
+    sample, then scales and shifts per channel (``affine``; PyTorch's default is off, Burn's
+    on). No running statistics: training and evaluation agree."""
+
+    gamma: Param | None
+    beta: Param | None
+    epsilon: float = 1e-5
+
+    def forward(self, x: Tensor) -> Tensor:
+        return _group_norm(x, x.shape[1], self.gamma, self.beta, self.epsilon)
+
+
+def _group_norm(x: Tensor, num_groups: int, gamma: Param | None, beta: Param | None,
+                epsilon: float) -> Tensor:
+    shape = x.dims()
+    grouped = x.reshape([shape[0], num_groups, -1])
+    mean = grouped.mean(-1, keepdim=True)
+    centered = grouped - mean
+    var = (centered * centered).mean(-1, keepdim=True)
+    y = (centered * (var + epsilon).rsqrt()).reshape(shape)
+    if gamma is None:
+        return y
+    affine_shape = [1, shape[1]] + [1] * (len(shape) - 2)
+    return y * gamma.val().reshape(affine_shape) + beta.val().reshape(affine_shape)
 
 
 class BatchNormConfig(Config):
