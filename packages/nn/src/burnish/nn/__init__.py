@@ -63,7 +63,15 @@ from burnish.nn.initializer import (
     Zeros,
 )
 from burnish.nn.linear import Bilinear, BilinearConfig, Linear, LinearConfig
-from burnish.nn.loss import BinaryCrossEntropyLoss, CrossEntropyLoss, HuberLoss, MseLoss
+from burnish.nn.loss import (
+    BinaryCrossEntropyLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KlDivLoss,
+    MseLoss,
+    PoissonNllLoss,
+    SmoothL1Loss,
+)
 from burnish.nn.module import Module
 from burnish.nn.norm import (
     BatchNorm,
@@ -93,6 +101,7 @@ from burnish.nn.positional import (
     RotaryEncoding,
     RotaryEncodingConfig,
 )
+from burnish.nn.ranking_loss import CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss
 from burnish.nn.resize import Interpolate, PixelShuffle, PixelUnshuffle
 from burnish.nn.rnn import (
     BiLstm,
@@ -138,4 +147,6 @@ __all__ = [
     "LstmState",
     "InstanceNorm", "InstanceNormConfig", "Interpolate", "PixelShuffle", "PixelUnshuffle",
     "Unfold",
+    "CosineEmbeddingLoss", "KlDivLoss", "MarginRankingLoss", "PoissonNllLoss", "SmoothL1Loss",
+    "TripletMarginLoss",
 ]

@@ -1,9 +1,12 @@
-"""Losses: cross entropy, binary cross entropy, mean squared error and Huber."""
+"""Losses: cross entropy, binary cross entropy, regression (MSE, Huber, smooth L1), KL, Poisson."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
+
+import numpy as np
 
 from burnish import Tensor, where
 from burnish import functional as F
@@ -115,4 +118,73 @@ class HuberLoss(Module):
         size = diff.abs()
         loss = where(size <= self.delta, diff * diff * 0.5,
                      (size - 0.5 * self.delta) * self.delta)
+        return reduce(loss, self.reduction)
+
+
+class SmoothL1Loss(Module):
+    """``0.5 * d^2 / beta`` where ``|d| < beta``, ``|d| - 0.5 * beta`` elsewhere (PyTorch's
+    ``SmoothL1Loss``: Huber divided by ``beta``; ``beta = 0`` is the L1 loss)."""
+
+    beta: float = 1.0
+    reduction: Reduction = "mean"
+
+    def forward(self, predictions: Tensor, targets: Tensor) -> Tensor:
+        _same_shape("smooth l1", predictions, targets)
+        diff = predictions - targets
+        size = diff.abs()
+        if self.beta == 0.0:
+            return reduce(size, self.reduction)
+        loss = where(size < self.beta, diff * diff * (0.5 / self.beta), size - 0.5 * self.beta)
+        return reduce(loss, self.reduction)
+
+
+class KlDivLoss(Module):
+    """Kullback-Leibler divergence ``sum target * (log(target) - log_probs)`` of a target
+    distribution from predicted ``log_probs`` (PyTorch's ``KLDivLoss``; the input is a log).
+
+    ``log_target``: targets are log-probabilities too. Terms with a zero target count zero.
+    ``reduction``: ``"batchmean"`` (the default: the sum over a batch's first dim divided by
+    its size, the true KL per sample), ``"mean"`` over every element, ``"sum"`` or ``"none"``.
+    """
+
+    log_target: bool = False
+    reduction: Literal["batchmean", "mean", "sum", "none"] = "batchmean"
+
+    def forward(self, log_probs: Tensor, targets: Tensor) -> Tensor:
+        _same_shape("kl divergence", log_probs, targets)
+        targets = targets.cast(log_probs.dtype)
+        if self.log_target:
+            loss = targets.exp() * (targets - log_probs)
+        else:
+            # xlogy: 0 * log(0) is 0, and log of the clamped target keeps it finite.
+            positive = targets > 0
+            target_log = targets.clamp_min(float(np.finfo(targets.dtype.numpy).tiny)).log()
+            loss = where(positive, targets * (target_log - log_probs), 0.0)
+        if self.reduction == "batchmean":
+            return loss.sum() / (log_probs.shape[0] if log_probs.ndim else 1)
+        return reduce(loss, self.reduction)
+
+
+class PoissonNllLoss(Module):
+    """Negative log-likelihood of counts ``targets`` under a Poisson of rate ``predictions``
+    (PyTorch's ``PoissonNLLLoss``): ``exp(x) - t * x`` when ``log_input`` (the prediction is
+    the log-rate), else ``x - t * log(x + eps)``. ``full`` adds Stirling's approximation of
+    ``log(t!)``, ``t * log(t) - t + 0.5 * log(2 pi t)``, where ``t > 1``."""
+
+    log_input: bool = True
+    full: bool = False
+    eps: float = 1e-8
+    reduction: Reduction = "mean"
+
+    def forward(self, predictions: Tensor, targets: Tensor) -> Tensor:
+        _same_shape("poisson nll", predictions, targets)
+        targets = targets.cast(predictions.dtype)
+        if self.log_input:
+            loss = predictions.exp() - targets * predictions
+        else:
+            loss = predictions - targets * (predictions + self.eps).log()
+        if self.full:
+            safe = targets.clamp_min(1.0)
+            stirling = safe * safe.log() - safe + (safe * (2 * math.pi)).log() * 0.5
+            loss = loss + where(targets > 1, stirling, 0.0)
         return reduce(loss, self.reduction)
