@@ -47,6 +47,7 @@ from burnish.nn.conv import (
     ConvTranspose3d,
     ConvTranspose3dConfig,
 )
+from burnish.nn.ctc import CtcLoss
 from burnish.nn.dropout import Dropout
 from burnish.nn.embedding import Embedding, EmbeddingConfig
 from burnish.nn.initializer import (
@@ -148,5 +149,5 @@ __all__ = [
     "InstanceNorm", "InstanceNormConfig", "Interpolate", "PixelShuffle", "PixelUnshuffle",
     "Unfold",
     "CosineEmbeddingLoss", "KlDivLoss", "MarginRankingLoss", "PoissonNllLoss", "SmoothL1Loss",
-    "TripletMarginLoss",
+    "TripletMarginLoss", "CtcLoss",
 ]
