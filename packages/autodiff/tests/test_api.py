@@ -103,3 +103,34 @@ def test_mixed_dtypes_promote_through_the_graph(ad):
     grads = (x * y).sum().backward()
     assert x.grad(grads).dtype is bn.float32 and y.grad(grads).dtype is bn.float64
     np.testing.assert_array_equal(x.grad(grads).to_numpy(), [3.0, 4.0])
+
+
+def test_every_protocol_op_is_the_decorators_own():
+    # An op inherited from the protocol's defaults would run its composition instead of the
+    # inner backend's kernel (other values, a graph of many nodes): every op must be forwarded.
+    from burnish.backend import Backend
+
+    inherited = []
+    for name in dir(Backend):
+        if name.startswith("__") or not callable(getattr(Backend, name)):
+            continue
+        owner = next(cls for cls in Autodiff.__mro__ if name in vars(cls))
+        if not owner.__module__.startswith("burnish.autodiff"):
+            inherited.append(name)
+    assert inherited == []
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_gradients_keep_the_leafs_dtype(ad, dtype):
+    import burnish.functional as F
+
+    x = Tensor.from_data(np.linspace(-1, 1, 24).reshape(1, 2, 3, 4), device=ad,
+                         dtype=dtype).require_grad()
+    w = Tensor.from_data(np.full((3, 2, 2, 2), 0.1), device=ad, dtype=dtype).require_grad()
+    out = F.softmax(F.conv2d(x, w, padding=1), 1) * F.interpolate(x, (4, 5), mode="bilinear")[
+        :, :1, :, :]
+    grads = (F.max_pool2d(out, 2) + F.avg_pool2d(out, 2)).sum().backward()
+    for leaf in (x, w):
+        grad = leaf.grad(grads)
+        assert grad.dtype is leaf.dtype and grad.shape == leaf.shape
+        assert np.isfinite(grad.to_numpy().astype(np.float64)).all()
