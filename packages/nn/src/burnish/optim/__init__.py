@@ -1,8 +1,13 @@
 """burnish.optim: optimizers, gradient clipping and accumulation, LR schedules (burn-optim)."""
 
+from burnish.optim.adagrad import AdaGrad
 from burnish.optim.adam import Adam, AdamW
+from burnish.optim.adan import Adan
 from burnish.optim.grads import GradientClipping, GradientsAccumulator, GradientsParams
+from burnish.optim.lion import Lion
+from burnish.optim.muon import Muon, newton_schulz
 from burnish.optim.optimizer import Optimizer
+from burnish.optim.rmsprop import RmsProp
 from burnish.optim.schedule import (
     ComposedLr,
     ConstantLr,
@@ -17,7 +22,8 @@ from burnish.optim.schedule import (
 from burnish.optim.sgd import Sgd
 
 __all__ = [
-    "Adam", "AdamW", "ComposedLr", "ConstantLr", "CosineAnnealingLr", "ExponentialLr",
-    "GradientClipping", "GradientsAccumulator", "GradientsParams", "LinearLr", "LrScheduler",
-    "NoamLr", "Optimizer", "SequentialLr", "Sgd", "StepLr",
+    "AdaGrad", "Adam", "AdamW", "Adan", "ComposedLr", "ConstantLr", "CosineAnnealingLr",
+    "ExponentialLr", "GradientClipping", "GradientsAccumulator", "GradientsParams", "LinearLr",
+    "Lion", "LrScheduler", "Muon", "NoamLr", "Optimizer", "RmsProp", "SequentialLr", "Sgd",
+    "StepLr", "newton_schulz",
 ]
