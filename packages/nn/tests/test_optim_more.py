@@ -171,3 +171,36 @@ def test_new_optimizers_train_a_small_model(ad):
             losses.append(float(loss.item()))
             model = optimizer.step(lr, model, loss.backward())
         assert losses[-1] < losses[0], type(optimizer).__name__
+
+
+SCHEDULES = [
+    lambda: optim.CosineAnnealingLr(1.0, 10, min_lr=0.1, warmup_iters=3),
+    lambda: optim.NoamLr(1.0, 4, 16),
+    lambda: optim.SequentialLr([(optim.LinearLr(0.0, 1.0, 3), 3),
+                                (optim.StepLr(1.0, 2, 0.5), 0)]),
+    lambda: optim.ComposedLr([optim.ExponentialLr(1.0, 0.9), optim.ConstantLr(0.5)]),
+]
+
+
+@pytest.mark.parametrize("make", SCHEDULES, ids=["cosine", "noam", "sequential", "composed"])
+def test_a_schedule_resumes_exactly(tmp_path, make):
+    schedule = make()
+    first = [schedule.step() for _ in range(5)]
+    schedule.save(tmp_path / "schedule")
+    rest = [schedule.step() for _ in range(6)]
+    resumed = make()
+    resumed.load(tmp_path / "schedule")
+    assert resumed.iteration == 5
+    assert [resumed.step() for _ in range(6)] == rest
+    assert first != rest
+    again = make()
+    again.load_record(schedule.into_record())
+    assert again.iteration == 11
+
+
+def test_a_schedule_refuses_another_state(tmp_path):
+    optim.ConstantLr(0.1).save(tmp_path / "constant")
+    with pytest.raises(Exception, match="ConstantLr, not of NoamLr"):
+        optim.NoamLr(1.0, 4, 16).load(tmp_path / "constant")
+    with pytest.raises(Exception, match="iteration"):
+        optim.ConstantLr(0.1).load_record({"iteration": np.array([-1])})

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from burnish import record
+from burnish.errors import RecordError
 
 
 class LrScheduler:
     """A schedule: the ``i``-th call of ``step()`` (from 0) returns ``lr(i)`` (Burn's
-    ``LrScheduler``). ``iteration`` is how many steps were taken; set it to resume."""
+    ``LrScheduler``). ``iteration`` is how many steps were taken, its whole state: ``save`` and
+    ``load`` (or ``into_record``/``load_record``) keep it, so a resumed run gets the same rates.
+    """
 
     def __init__(self) -> None:
         self.iteration = 0
@@ -20,6 +30,38 @@ class LrScheduler:
         rate = self.lr(self.iteration)
         self.iteration += 1
         return rate
+
+    # -- records ------------------------------------------------------------------------------
+
+    def into_record(self) -> dict[str, Any]:
+        """The state as a record: ``{"iteration": int64 tensor [1]}``."""
+        return {"iteration": np.array([self.iteration], np.int64)}
+
+    def load_record(self, tree: dict[str, Any] | record.Record) -> None:
+        """Take the iteration of a record (``into_record``'s form)."""
+        if isinstance(tree, record.Record):
+            tree = tree.tensors
+        value = tree.get("iteration") if isinstance(tree, dict) else None
+        values = None if value is None else np.asarray(
+            value.to_numpy() if hasattr(value, "to_numpy") else value)
+        if values is None or values.shape != (1,) or values.dtype.kind not in "iu" \
+                or values[0] < 0:
+            raise RecordError(f"a schedule's record holds one non-negative int 'iteration', "
+                              f"got {tree!r}"[:200])
+        self.iteration = int(values[0])
+
+    def save(self, path: str | os.PathLike[str], format: str | None = None) -> Path:
+        """Write the state to ``path`` through ``burnish.record``."""
+        return record.save(self.into_record(), path, format,
+                           metadata={"scheduler": type(self).__name__})
+
+    def load(self, path: str | os.PathLike[str], format: str | None = None) -> None:
+        """Take the state saved at ``path``; RecordError when it is another schedule's."""
+        loaded = record.load(path, format)
+        kind = loaded.metadata.user.get("scheduler")
+        if kind not in (None, type(self).__name__):
+            raise RecordError(f"{path} holds the state of {kind}, not of {type(self).__name__}")
+        self.load_record(loaded)
 
 
 class ConstantLr(LrScheduler):
