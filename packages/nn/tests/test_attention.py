@@ -224,3 +224,13 @@ def test_gradients_flow_through_transformers(ad):
             grad = param.val().grad(grads)
             assert grad is not None and np.all(np.isfinite(grad.to_numpy())), name
     assert decoder.valid()(Tensor.zeros([2, 3, 8]), memory.inner()).dims() == [2, 3, 8]
+
+
+def test_transformer_round_trips_through_a_record(tmp_path):
+    config = nn.TransformerDecoderConfig(8, 16, 2, 2)
+    decoder = config.init()
+    decoder.save(tmp_path / "decoder.safetensors")
+    loaded = config.init().load(tmp_path / "decoder.safetensors")
+    target, memory = Tensor.from_data(data(1, 3, 8)), Tensor.from_data(data(1, 2, 8))
+    close(loaded(target, memory), decoder(target, memory).to_numpy(), 0)
+    assert nn.PositionalEncodingConfig(8).init().into_record() == {}

@@ -130,3 +130,12 @@ def test_gradients_flow_through_recurrent_layers(ad):
         for name, param in model.named_params():
             grad = param.val().grad(grads)
             assert grad is not None and np.all(np.isfinite(grad.to_numpy())), name
+
+
+def test_bilstm_round_trips_through_a_record(tmp_path):
+    bilstm = nn.BiLstmConfig(3, 4).init()
+    bilstm.save(tmp_path / "bilstm.safetensors")
+    loaded = nn.BiLstmConfig(3, 4).init().load(tmp_path / "bilstm.safetensors")
+    assert "reverse_lstm.output_gate.hidden_transform.weight" in dict(loaded.named_params())
+    x = Tensor.from_data(data(2, 3, 3))
+    close(loaded(x)[0], bilstm(x)[0].to_numpy(), 0)
