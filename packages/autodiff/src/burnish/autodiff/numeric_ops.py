@@ -1,4 +1,5 @@
-"""Arithmetic, comparisons, reductions, scans and sorting, with their backward rules.
+"""Arithmetic, comparisons, reductions, scans and sorting, with their backward rules (those of
+reductions, scans and sorts live in ``reduction.py``).
 
 Binary ops broadcast, so their rules sum each input's gradient back to that input's shape. A rule
 computes the gradient of an input only when the input is tracked (its saved shape is not None).
@@ -10,10 +11,20 @@ returns, the first of the tied ones (Burn), as ``max_with_indices`` does.
 from __future__ import annotations
 
 from burnish.autodiff.graph import OUT, AutodiffPrimitive
-from burnish.autodiff.inner_math import expand_to, scalar, scatter_zeros, swap_last, unbroadcast
+from burnish.autodiff.inner_math import scalar, swap_last, unbroadcast
+from burnish.autodiff.reduction import (
+    cumprod_backward,
+    cumsum_backward,
+    element_count,
+    mean_backward,
+    pick_backward,
+    prod_backward,
+    sum_backward,
+    var_backward,
+)
 from burnish.backend.base import Scalar
 from burnish.backend.numeric_ops import NumericOps
-from burnish.dtype import DType, bool_
+from burnish.dtype import DType
 
 P = AutodiffPrimitive
 
@@ -186,19 +197,20 @@ class AutodiffNumericOps(NumericOps):
         out = self._inner.sum(x.inner, dim)
         if x.node is None:
             return P(out)
-        return self._record(out, (x,), _sum_backward, (x.shape,))
+        return self._record(out, (x,), sum_backward, (x.shape,))
 
     def mean(self, x: P, dim: int | None, dtype: DType) -> P:
         out = self._inner.mean(x.inner, dim, dtype)
         if x.node is None:
             return P(out)
-        return self._record(out, (x,), _mean_backward, (x.shape, max(_count(x.shape, dim), 1)))
+        count = max(element_count(x.shape, dim), 1)
+        return self._record(out, (x,), mean_backward, (x.shape, count))
 
     def prod(self, x: P, dim: int | None) -> P:
         out = self._inner.prod(x.inner, dim)
         if x.node is None:
             return P(out)
-        return self._record(out, (x,), _prod_backward, (x, dim))
+        return self._record(out, (x,), prod_backward, (x, dim))
 
     def max(self, x: P, dim: int | None) -> P:
         return self._extreme(x, dim, self._inner.max, self._inner.argmax)
@@ -211,11 +223,11 @@ class AutodiffNumericOps(NumericOps):
         if x.node is None:
             return P(out)
         if dim is None:
-            flat = self._inner.reshape(x.inner, (_count(x.shape, None),))
+            flat = self._inner.reshape(x.inner, (element_count(x.shape, None),))
             indices = arg(flat, 0)
         else:
             indices = arg(x.inner, dim)
-        return self._record(out, (x,), _pick_backward, (indices, x.shape, dim))
+        return self._record(out, (x,), pick_backward, (indices, x.shape, dim))
 
     def argmax(self, x: P, dim: int) -> P:
         return P(self._inner.argmax(x.inner, dim))
@@ -233,13 +245,13 @@ class AutodiffNumericOps(NumericOps):
         values, indices = result
         if x.node is None:
             return P(values), P(indices)
-        return self._record(values, (x,), _pick_backward, (indices, x.shape, dim)), P(indices)
+        return self._record(values, (x,), pick_backward, (indices, x.shape, dim)), P(indices)
 
     def var(self, x: P, dim: int | None, correction: int, dtype: DType) -> P:
         out = self._inner.var(x.inner, dim, correction, dtype)
         if x.node is None:
             return P(out)
-        return self._record(out, (x,), _var_backward, (x, dim, correction))
+        return self._record(out, (x,), var_backward, (x, dim, correction))
 
     # -- scans and sorting --------------------------------------------------------------------
 
@@ -247,13 +259,13 @@ class AutodiffNumericOps(NumericOps):
         out = self._inner.cumsum(x.inner, dim)
         if x.node is None:
             return P(out)
-        return self._record(out, (x,), _cumsum_backward, (dim,))
+        return self._record(out, (x,), cumsum_backward, (dim,))
 
     def cumprod(self, x: P, dim: int) -> P:
         out = self._inner.cumprod(x.inner, dim)
         if x.node is None:
             return P(out)
-        return self._record(out, (x,), _cumprod_backward, (x, dim))
+        return self._record(out, (x,), cumprod_backward, (x, dim))
 
     def argsort(self, x: P, dim: int, descending: bool) -> P:
         return P(self._inner.argsort(x.inner, dim, descending))
@@ -269,15 +281,6 @@ class AutodiffNumericOps(NumericOps):
 
     def topk_with_indices(self, x: P, dim: int, k: int) -> tuple[P, P]:
         return self._with_indices(x, self._inner.topk_with_indices(x.inner, dim, k), dim)
-
-
-def _count(shape: tuple[int, ...], dim: int | None) -> int:
-    if dim is not None:
-        return shape[dim]
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _reduce(b, grad, shape):
@@ -404,76 +407,3 @@ def _matmul_backward(b, dtype, g, rhs, lhs, lhs_shape, rhs_shape):
     if rhs_shape is not None:
         rhs_grad = unbroadcast(b, b.matmul(swap_last(b, lhs), g), rhs_shape)
     return lhs_grad, rhs_grad
-
-
-def _sum_backward(b, dtype, g, shape):
-    return (expand_to(b, g, shape),)
-
-
-def _mean_backward(b, dtype, g, shape, count):
-    return (expand_to(b, b.div_scalar(g, float(count), dtype), shape),)
-
-
-def _prod_backward(b, dtype, g, x, dim):
-    shape = x.shape
-    if dim is None:
-        x = b.reshape(x, (_count(shape, None),))
-    others = _product_of_others(b, x, 0 if dim is None else dim, dtype)
-    return (b.reshape(b.mul(g, others), shape),)
-
-
-def _product_of_others(b, x, dim, dtype):
-    """For each element, the product of the others along ``dim``: the exclusive running products
-    from the left and from the right, multiplied. Exact with zeros, unlike ``prod / x``."""
-    n = x.shape[dim]
-    whole = tuple((0, s, 1) for s in x.shape)
-
-    def cut(y, start, stop):
-        return b.slice(y, whole[:dim] + ((start, stop, 1),) + whole[dim + 1:])
-
-    ones = b.ones(x.shape[:dim] + (1,) + x.shape[dim + 1:], dtype, b._device_of(x))
-    left = b.cat([ones, cut(b.cumprod(x, dim), 0, n - 1)], dim)
-    from_right = b.flip(b.cumprod(b.flip(x, (dim,)), dim), (dim,))
-    right = b.cat([cut(from_right, 1, n), ones], dim)
-    return b.mul(left, right)
-
-
-def _pick_backward(b, dtype, g, indices, shape, dim):
-    """Ops that pick elements (max/min, sorts, topk): the gradient goes back to the picked ones."""
-    if dim is None:
-        n = _count(shape, None)
-        flat = scatter_zeros(b, b.reshape(g, (1,)), indices, (n,), 0, dtype)
-        return (b.reshape(flat, shape),)
-    return (scatter_zeros(b, g, indices, shape, dim, dtype),)
-
-
-def _var_backward(b, dtype, g, x, dim, correction):
-    count = _count(x.shape, dim) - correction
-    scale = 2.0 / count if count > 0 else float("nan")
-    centered = b.sub(x, b.mean(x, dim, dtype))
-    return (b.mul(expand_to(b, g, x.shape), b.mul_scalar(centered, scale, dtype)),)
-
-
-def _cumsum_backward(b, dtype, g, dim):
-    return (_reverse_cumsum(b, g, dim),)
-
-
-def _reverse_cumsum(b, x, dim):
-    return b.flip(b.cumsum(b.flip(x, (dim,)), dim), (dim,))
-
-
-def _cumprod_backward(b, dtype, g, x, dim):
-    # d out_j / d x_i = prod(x_k, k <= j, k != i) for j >= i. With the zeros of x replaced by
-    # ones (x1, running product p1) that product is p1_j / x1_i when no other zero is among
-    # x_0..x_j, else 0: the count of zeros up to j must equal x_i's own (0 or 1). Exact with
-    # zeros, where dividing out by x_i would give NaN.
-    zero = scalar(b, 0.0, dtype, x)
-    is_zero = b.equal(x, zero)
-    x1 = b.where(is_zero, scalar(b, 1.0, dtype, x), x)
-    weighted = b.mul(g, b.cumprod(x1, dim))
-    zeros_so_far = b.cumsum(b.cast(is_zero, bool_, dtype), dim)
-    none_yet = b.equal(zeros_so_far, zero)
-    one_so_far = b.equal(zeros_so_far, scalar(b, 1.0, dtype, x))
-    sum_none = _reverse_cumsum(b, b.where(none_yet, weighted, zero), dim)
-    sum_one = _reverse_cumsum(b, b.where(one_so_far, weighted, zero), dim)
-    return (b.div(b.where(is_zero, sum_one, sum_none), x1),)
