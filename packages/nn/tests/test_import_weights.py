@@ -184,3 +184,28 @@ def test_an_adapter_for_a_module_of_ones_own():
     identity = load_weights(make_net(), pytorch_weights(), adapter=WeightAdapter(),
                             allow_partial=True)
     assert any("linear.weight" in line for line in identity.mismatched)
+
+
+def test_compressed_entries_and_deep_nesting_are_refused(tmp_path):
+    path = tmp_path / "w.pt"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("archive/data.pkl", pickle.dumps({}, protocol=2))
+    with pytest.raises(RecordError, match="compressed"):
+        read_pytorch(path)
+    depth = 100_000  # lists in lists, pushed then appended each to the one below
+    deep = zip_file(tmp_path / "deep.pt", b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b".")
+    with pytest.raises(RecordError, match="nests too deeply"):
+        read_pytorch(deep)
+
+
+def test_batch_norm_statistics_load_and_num_batches_tracked_is_unused():
+    norm = nn.BatchNormConfig(3).init("ndarray")
+    weights = {"weight": np.full(3, 2.0, np.float32), "bias": np.ones(3, np.float32),
+               "running_mean": np.arange(3, dtype=np.float32),
+               "running_var": np.full(3, 4.0, np.float32),
+               "num_batches_tracked": np.array(7, np.int64)}
+    result = load_weights(norm, weights)
+    assert result.unused == ["num_batches_tracked"]
+    assert result.module.gamma.val().to_numpy().tolist() == [2.0, 2.0, 2.0]
+    assert result.module.running_mean.val().to_numpy().tolist() == [0.0, 1.0, 2.0]
+    assert result.module.running_mean.require_grad is False

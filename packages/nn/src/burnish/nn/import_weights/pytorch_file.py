@@ -51,7 +51,10 @@ def read_pytorch(path: str | os.PathLike[str], top_level_key: str | None = None
                 raise RecordError(f"no entry {top_level_key!r} at the top level; it has {keys}")
             tree = tree[top_level_key]
         flat: dict[str, TensorData] = {}
-        _flatten(tree, "", flat)
+        try:
+            _flatten(tree, "", flat)
+        except RecursionError:
+            raise RecordError("the saved object nests too deeply to be a state dict") from None
         return flat
     except RecordError as error:
         raise RecordError(f"cannot load {source} as a PyTorch file: {error}") from error
@@ -68,9 +71,16 @@ def _read_zip(data: bytes) -> Any:
         raise RecordError(f"a PyTorch zip holds one <name>/data.pkl, found {len(pickles)}")
     prefix = pickles[0][: -len("data.pkl")]
     names = set(archive.namelist())
+
+    def read(name: str) -> bytes:
+        # torch.save stores every entry uncompressed; a compressed one could be a zip bomb.
+        if archive.getinfo(name).compress_type != zipfile.ZIP_STORED:
+            raise RecordError(f"entry {name!r} is compressed; PyTorch writes them stored")
+        return archive.read(name)
+
     order = "little"
     if prefix + "byteorder" in names:
-        order = archive.read(prefix + "byteorder").decode("ascii", "replace")
+        order = read(prefix + "byteorder").decode("ascii", "replace")
         if order not in ("little", "big"):
             raise RecordError(f"unknown byte order {order!r}")
 
@@ -83,10 +93,10 @@ def _read_zip(data: bytes) -> Any:
         if size != expected:
             raise RecordError(f"storage {key!r} ({kind.name}, {numel} values) needs {expected} "
                               f"bytes, the archive holds {size}")
-        values = _values(archive.read(name), kind, order)
+        values = _values(read(name), kind, order)
         return Storage(kind.dtype, numel, [values])
 
-    return unpickle(archive.read(pickles[0]), load_storage)
+    return unpickle(read(pickles[0]), load_storage)
 
 
 def _read_legacy(data: bytes) -> Any:

@@ -139,7 +139,8 @@ class RestrictedUnpickler(pickle.Unpickler):
         if (module, name) in ALLOWED:
             return ALLOWED[(module, name)]
         raise RecordError(f"the pickle names the global {module}.{name}, which is not one of "
-                          f"the tensor and dict types a state dict uses; refusing to load it")
+                          f"the tensor and dict types a state dict uses; refusing to load it "
+                          f"(torch.save(model.state_dict(), path) writes a file burnish reads)")
 
     def persistent_load(self, pid: Any) -> Storage:
         # Zip files give ("storage", type, key, location, numel); legacy files add view data.
