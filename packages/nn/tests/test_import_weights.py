@@ -209,3 +209,15 @@ def test_batch_norm_statistics_load_and_num_batches_tracked_is_unused():
     assert result.module.gamma.val().to_numpy().tolist() == [2.0, 2.0, 2.0]
     assert result.module.running_mean.val().to_numpy().tolist() == [0.0, 1.0, 2.0]
     assert result.module.running_mean.require_grad is False
+
+
+def test_weights_load_into_a_module_that_trains(ad):
+    from burnish import optim
+
+    model = nn.LinearConfig(3, 2).init(ad)
+    weights = {"weight": np.ones((2, 3), np.float32), "bias": np.zeros(2, np.float32)}
+    loaded = load_weights(model, weights).module
+    assert loaded.weight.id == model.weight.id and loaded.weight.val().is_require_grad()
+    loss = loaded(Tensor.ones([1, 3], ad)).sum()
+    stepped = optim.Sgd().step(0.5, loaded, loss.backward())
+    assert stepped.weight.val().to_numpy().tolist() == [[0.5, 0.5]] * 3

@@ -58,7 +58,7 @@ def numpy_lion(p, g, s, lr, b1=0.9, b2=0.99, wd=0.0):
     return p * (1 - lr * wd) - lr * c
 
 
-def numpy_adan(p, g, s, lr, b1=0.98, b2=0.92, b3=0.99, eps=1e-8, wd=0.0):
+def numpy_adan(p, g, s, lr, b1=0.98, b2=0.92, b3=0.99, eps=1e-8, wd=0.0, no_prox=False):
     t = s["t"] = s.get("t", 0) + 1
     d = g - s.get("prev", g)
     s["prev"] = g
@@ -66,6 +66,8 @@ def numpy_adan(p, g, s, lr, b1=0.98, b2=0.92, b3=0.99, eps=1e-8, wd=0.0):
     n = s["n"] = b2 * s.get("n", 0) + (1 - b2) * d
     v = s["v"] = b3 * s.get("v", 0) + (1 - b3) * (g + b2 * d) ** 2
     u = (m / (1 - b1**t) + b2 * n / (1 - b2**t)) / (np.sqrt(v / (1 - b3**t)) + eps)
+    if no_prox:
+        return p * (1 - lr * wd) - lr * u
     return (p - lr * u) / (1 + lr * wd)
 
 
@@ -88,12 +90,14 @@ def numpy_newton_schulz(m, steps=5):
     return x.T if tall else x
 
 
-def numpy_muon(p, g, s, lr, momentum=0.95, nesterov=True, wd=0.1):
+def numpy_muon(p, g, s, lr, momentum=0.95, nesterov=True, wd=0.1, match_adamw=False):
     if p.ndim != 2:
         return numpy_adamw(p, g, s, lr, wd=wd)
     buf = s["buf"] = momentum * s.get("buf", 0) + (1 - momentum) * g
     u = (1 - momentum) * g + momentum * buf if nesterov else buf
     scale = np.sqrt(max(1.0, p.shape[1] / p.shape[0]))
+    if match_adamw:
+        scale = 0.2 * np.sqrt(max(p.shape))
     return p * (1 - lr * wd) - lr * scale * numpy_newton_schulz(u)
 
 
@@ -107,7 +111,11 @@ CASES = {
     "lion": (optim.Lion(weight_decay=0.1),
              lambda p, g, s, lr: numpy_lion(p, g, s, lr, wd=0.1)),
     "adan": (optim.Adan(weight_decay=0.02), lambda p, g, s, lr: numpy_adan(p, g, s, lr, wd=0.02)),
+    "adan-no-prox": (optim.Adan(weight_decay=0.02, no_prox=True),
+                     lambda p, g, s, lr: numpy_adan(p, g, s, lr, wd=0.02, no_prox=True)),
     "muon": (optim.Muon(), numpy_muon),
+    "muon-match-rms-adamw": (optim.Muon(adjust_lr="match_rms_adamw"),
+                             lambda p, g, s, lr: numpy_muon(p, g, s, lr, match_adamw=True)),
     "muon-plain-momentum": (optim.Muon(nesterov=False, weight_decay=0.0),
                             lambda p, g, s, lr: numpy_muon(p, g, s, lr, nesterov=False, wd=0)),
 }

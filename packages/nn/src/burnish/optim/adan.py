@@ -14,10 +14,11 @@ class Adan(Optimizer):
     (0 on the first step), ``m = b1 m + (1 - b1) g``, ``n = b2 n + (1 - b2) d``,
     ``v = b3 v + (1 - b3) (g + b2 d)^2``;
     ``u = (m / (1 - b1^t) + b2 n / (1 - b2^t)) / (sqrt(v / (1 - b3^t)) + epsilon)``;
-    ``p = (p - lr u) / (1 + lr weight_decay)`` (the proximal decay)."""
+    ``p = (p - lr u) / (1 + lr weight_decay)`` (the proximal decay), or with ``no_prox``
+    ``p = p (1 - lr weight_decay) - lr u``."""
 
     def __init__(self, beta_1: float = 0.98, beta_2: float = 0.92, beta_3: float = 0.99,
-                 epsilon: float = 1e-8, weight_decay: float = 0.0,
+                 epsilon: float = 1e-8, weight_decay: float = 0.0, no_prox: bool = False,
                  gradient_clipping: GradientClipping | None = None):
         super().__init__(gradient_clipping)
         self.beta_1 = beta_1
@@ -25,6 +26,7 @@ class Adan(Optimizer):
         self.beta_3 = beta_3
         self.epsilon = epsilon
         self.weight_decay = weight_decay
+        self.no_prox = no_prox
 
     def update(self, value: Tensor, grad: Tensor, state: State, lr: float) -> Tensor:
         b1, b2, b3 = self.beta_1, self.beta_2, self.beta_3
@@ -39,7 +41,9 @@ class Adan(Optimizer):
         state.update(moment=m, moment_diff=n, moment_2=v, previous_grad=grad)
         denominator = v.sqrt() * (1.0 / math.sqrt(1 - b3**t)) + self.epsilon
         step = (m * (1.0 / (1 - b1**t)) + n * (b2 / (1 - b2**t))) / denominator
+        if self.weight_decay and self.no_prox:
+            value = value * (1.0 - lr * self.weight_decay)
         value = value - step * lr
-        if self.weight_decay:
+        if self.weight_decay and not self.no_prox:
             value = value * (1.0 / (1.0 + lr * self.weight_decay))
         return value

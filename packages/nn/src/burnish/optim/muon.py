@@ -34,9 +34,11 @@ def newton_schulz(matrix: Tensor, steps: int = 5,
 class Muon(Optimizer):
     """Muon (Jordan et al., 2024) for 2-d parameters, as PyTorch's ``optim.Muon``:
     ``buf = momentum buf + (1 - momentum) g``; ``u = (1 - momentum) g + momentum buf`` with
-    ``nesterov``, else ``buf``; ``p = p (1 - lr weight_decay) - lr s newton_schulz(u)``, the
-    scale ``s = sqrt(max(1, d_output / d_input))`` for burnish's ``[d_input, d_output]``
-    weights (PyTorch's ``sqrt(max(1, rows / cols))`` for its ``[out, in]`` ones).
+    ``nesterov``, else ``buf``; ``p = p (1 - lr weight_decay) - lr s newton_schulz(u)``. With
+    ``adjust_lr="original"`` the scale is ``s = sqrt(max(1, d_output / d_input))`` for
+    burnish's ``[d_input, d_output]`` weights (PyTorch's ``sqrt(max(1, rows / cols))`` for its
+    ``[out, in]`` ones); with ``"match_rms_adamw"`` it is ``0.2 sqrt(max(d_input, d_output))``,
+    which gives updates of AdamW's size, so AdamW's rate and weight decay carry over.
 
     Parameters that are not 2-d (biases, norms, conv kernels) are updated by ``fallback``,
     AdamW with the same weight decay by default, at ``lr * fallback_lr_ratio``; its state is
@@ -47,9 +49,14 @@ class Muon(Optimizer):
     def __init__(self, momentum: float = 0.95, nesterov: bool = True, ns_steps: int = 5,
                  ns_coefficients: tuple[float, float, float] = NS_COEFFICIENTS,
                  epsilon: float = 1e-7, weight_decay: float = 0.1,
-                 fallback: Optimizer | None = None, fallback_lr_ratio: float = 1.0,
+                 adjust_lr: str = "original", fallback: Optimizer | None = None,
+                 fallback_lr_ratio: float = 1.0,
                  gradient_clipping: GradientClipping | None = None):
         super().__init__(gradient_clipping)
+        if adjust_lr not in ("original", "match_rms_adamw"):
+            raise ValueError(f"adjust_lr must be 'original' or 'match_rms_adamw', "
+                             f"got {adjust_lr!r}")
+        self.adjust_lr = adjust_lr
         self.momentum = momentum
         self.nesterov = nesterov
         self.ns_steps = ns_steps
@@ -70,7 +77,10 @@ class Muon(Optimizer):
             else buffer
         orthogonal = newton_schulz(direction, self.ns_steps, self.ns_coefficients, self.epsilon)
         d_input, d_output = value.shape
-        scale = math.sqrt(max(1.0, d_output / d_input))
+        if self.adjust_lr == "original":
+            scale = math.sqrt(max(1.0, d_output / d_input))
+        else:
+            scale = 0.2 * math.sqrt(max(d_input, d_output))
         if self.weight_decay:
             value = value * (1.0 - lr * self.weight_decay)
         return value - orthogonal * (lr * scale)
