@@ -92,7 +92,7 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """The benchmarks: ``nox -s bench -- --markdown``; ``-- --torch`` adds PyTorch to compare."""
-    install_editable(session, "core", "backend-ndarray", "autodiff")
+    install_editable(session, "core", "backend-ndarray", "autodiff", "nn")
     if "--torch" in session.posargs:
         session.install(TORCH)
     session.run("python", str(ROOT / "bench" / "run.py"), *session.posargs)

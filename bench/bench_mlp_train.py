@@ -2,6 +2,7 @@
 
     python bench/bench_mlp_train.py                       # burnish and NumPy, best of 3 epochs
     python bench/bench_mlp_train.py --torch-python PATH   # and PyTorch, run by that interpreter
+    python bench/run.py mlp_train                         # the same case in the common runner
 
 60,000 synthetic samples (784 float32 features, 10 classes), 469 steps of batch 128 (the last
 one 96), softmax cross-entropy, Adam (lr 1e-3). burnish trains ``nn.Linear`` layers on
@@ -21,6 +22,7 @@ import sys
 import time
 
 import numpy as np
+from timing import Case, within
 
 SIZES = (784, 512, 512, 10)
 SAMPLES = 60_000
@@ -78,12 +80,11 @@ def numpy_epoch(x, y, initial, steps=None) -> list[np.ndarray]:
     return params
 
 
-def burnish_epoch(x, y, initial, steps=None) -> list[np.ndarray]:
-    """The same with burnish.nn and burnish.optim on autodiff+ndarray."""
+def burnish_epoch(x, y, initial, steps=None, device="autodiff+ndarray") -> list[np.ndarray]:
+    """The same with burnish.nn and burnish.optim on an autodiff backend."""
     # Imported here so that the PyTorch process, which runs without burnish, never needs it.
     from burnish import Tensor, nn, optim
 
-    device = "autodiff+ndarray"
     layers = [nn.Linear(nn.Param(Tensor.from_data(w, device)),
                         nn.Param(Tensor.from_data(c, device)))
               for w, c in zip(initial[:3], initial[3:])]
@@ -135,6 +136,22 @@ def mlp_class() -> type:
             return self.layers[-1](x)
 
     return Mlp
+
+
+def cases(ctx) -> list[Case]:
+    """The epoch as a case of bench/run.py, on ``ctx``'s backend (wrapped in Autodiff)."""
+    from burnish.autodiff import Autodiff
+    from burnish.backend import AutodiffOps
+
+    backend = ctx.backend
+    device = (backend if isinstance(backend, AutodiffOps) else Autodiff(backend)).default_device()
+    x, y, initial = dataset()
+    runs = {"burnish": ctx.synced(lambda: burnish_epoch(x, y, initial, device=device)),
+            "numpy": lambda: numpy_epoch(x, y, initial)}
+    if ctx.torch:
+        runs["torch"] = lambda: torch_epoch(x, y, initial)
+    name = f"MLP {'-'.join(map(str, SIZES))}, Adam: one epoch, {len(batches())} steps of {BATCH}"
+    return [Case("mlp_train", name, runs, "within 10% of NumPy by hand", within(1.10))]
 
 
 EPOCHS = {"burnish": burnish_epoch, "numpy": numpy_epoch, "torch": torch_epoch}

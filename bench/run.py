@@ -23,6 +23,7 @@ import bench_conv
 import bench_dispatch
 import bench_elementwise
 import bench_matmul
+import bench_mlp_train
 import bench_reduction
 import numpy as np
 from context import Context
@@ -37,6 +38,7 @@ BENCHMARKS = {
     "matmul": bench_matmul,
     "conv2d": bench_conv,
     "autodiff": bench_autodiff,
+    "mlp_train": bench_mlp_train,
 }
 #: Implementations: burnish on the backend under test, NumPy, PyTorch, and for the autodiff
 #: cases burnish on the plain backend the autodiff one wraps ("plain").
