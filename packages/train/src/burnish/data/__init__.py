@@ -1,0 +1,1 @@
+"""burnish.data: datasets, batchers, the DataLoader and dataset sources (MNIST, images, CSV)."""
