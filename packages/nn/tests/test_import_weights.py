@@ -221,3 +221,9 @@ def test_weights_load_into_a_module_that_trains(ad):
     loss = loaded(Tensor.ones([1, 3], ad)).sum()
     stepped = optim.Sgd().step(0.5, loaded, loss.backward())
     assert stepped.weight.val().to_numpy().tolist() == [[0.5, 0.5]] * 3
+
+
+def test_prelu_slopes_come_from_weight():
+    prelu = nn.PReluConfig(num_parameters=2).init("ndarray")
+    loaded = load_weights(prelu, {"weight": np.array([0.1, 0.2], np.float32)}).module
+    np.testing.assert_allclose(loaded.alpha.val().to_numpy(), [0.1, 0.2])

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from burnish.nn.activation import PRelu
 from burnish.nn.linear import Linear
 from burnish.nn.module import Module
 from burnish.nn.norm import BatchNorm, GroupNorm, LayerNorm, RmsNorm
@@ -58,12 +59,15 @@ class WeightAdapter:
 _NORM = {"gamma": ("weight", None), "beta": ("bias", None)}
 
 #: PyTorch's layout: Linear weights are [out, in] (burnish's are [in, out]); norms name their
-#: scale and shift ``weight`` and ``bias`` (burnish: ``gamma`` and ``beta``). Conv, embedding,
-#: bilinear and batch-norm running statistics have the same names and layouts in both.
+#: scale and shift ``weight`` and ``bias`` (burnish: ``gamma`` and ``beta``), PReLU its slopes
+#: ``weight`` (burnish: ``alpha``). Conv, transposed conv, embedding, bilinear and batch-norm
+#: running statistics have the same names and layouts in both. Layers that PyTorch packs
+#: differently (attention's ``in_proj_weight``, recurrent gates) need rules of their own.
 PYTORCH = WeightAdapter({
     Linear: {"weight": ("weight", transpose)},
     LayerNorm: _NORM,
     GroupNorm: _NORM,
     BatchNorm: _NORM,
     RmsNorm: {"gamma": ("weight", None)},
+    PRelu: {"alpha": ("weight", None)},
 })
