@@ -1,0 +1,425 @@
+"""The Learner: epochs of training and validation with metrics, checkpoints and resuming."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import signal
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import burnish as bn
+from burnish.optim import ConstantLr, GradientsAccumulator, LrScheduler
+from burnish.train.checkpoint import Checkpointer, CheckpointInfo
+from burnish.train.early_stopping import EarlyStopping
+from burnish.train.metric import Metric, StepInfo
+from burnish.train.metric_log import MetricLog
+from burnish.train.progress import PlainProgress, summary_table
+from burnish.train.step import StepFn, classification_step
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Raised by ``fit`` after Ctrl-C, once the current step ended and a checkpoint was written.
+
+    ``model`` is the model as trained so far and ``checkpoint`` the folder to resume from.
+    """
+
+    def __init__(self, model: Any, checkpoint: Path | None):
+        super().__init__(f"training interrupted; checkpoint in {checkpoint}")
+        self.model = model
+        self.checkpoint = checkpoint
+
+
+@dataclass
+class Position:
+    """Where a run stands: the epoch in progress (from 1), its training batches done, optimizer
+    steps taken, and whether the epoch's validation is done too."""
+
+    epoch: int = 1
+    iteration: int = 0
+    step: int = 0
+    epoch_done: bool = False
+
+
+class Learner:
+    """Trains a model over epochs; made by ``LearnerBuilder.build``.
+
+    Each training step seeds burnish's random generators from ``seed`` and the step's number
+    (so dropout is the same in a resumed run), runs ``train_step(model, batch)``, backpropagates
+    ``output.loss``, and every ``grads_accumulation`` batches (and at the epoch's end) steps the
+    optimizer with the schedule's rate. Validation runs ``valid_step(model.valid(), batch)``.
+    """
+
+    def __init__(self, run_dir: Path, model: Any, optimizer: Any, scheduler: LrScheduler, *,
+                 train_metrics: Sequence[Metric], valid_metrics: Sequence[Metric],
+                 num_epochs: int, grads_accumulation: int, checkpointer: Checkpointer | None,
+                 early_stopping: EarlyStopping | None, train_step: StepFn, valid_step: StepFn,
+                 seed: int, progress: Any):
+        self.run_dir = run_dir
+        self.model = model
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.train_metrics = list(train_metrics)
+        self.valid_metrics = list(valid_metrics)
+        self.num_epochs = num_epochs
+        self.grads_accumulation = grads_accumulation
+        self.checkpointer = checkpointer
+        self.early_stopping = early_stopping
+        self.train_step = train_step
+        self.valid_step = valid_step
+        self.seed = seed
+        self.progress = progress
+        self.log = MetricLog(run_dir)
+        self.position = Position()
+        self._stop_requested = False
+
+    # -- resuming --------------------------------------------------------------------------------
+
+    def resume(self, checkpoint: CheckpointInfo | None = None) -> bool:
+        """Load the latest checkpoint (or ``checkpoint``) of the run; False when there is none."""
+        if self.checkpointer is None:
+            raise ValueError("resuming needs checkpoints: call LearnerBuilder.checkpoint()")
+        info = checkpoint or self.checkpointer.latest()
+        if info is None:
+            return False
+        self.model = self.checkpointer.load(info, self.model, self.optimizer, self.scheduler)
+        self.position = Position(info.epoch, info.iteration, info.step, info.epoch_done)
+        if self.early_stopping is not None:
+            self.early_stopping.load_state(info.state.get("early_stopping", {}))
+        self.log.rewind(info.epoch, info.iteration, info.epoch_done)
+        return True
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def fit(self, train_loader: Iterable[Any], valid_loader: Iterable[Any] | None = None,
+            resume: bool = False) -> Any:
+        """Train for the remaining epochs and return the trained model.
+
+        ``resume=True`` continues from the latest checkpoint when there is one. Ctrl-C (SIGINT,
+        in the main thread) finishes the current optimizer step, writes a checkpoint and raises
+        ``TrainingInterrupted``; a second Ctrl-C interrupts at once.
+        """
+        if resume:
+            self.resume()
+        start = self.position
+        epoch = start.epoch + 1 if start.epoch_done else start.epoch
+        self.progress.start(self.num_epochs)
+        self._clock = _RunClock(self, train_loader, valid_loader)
+        with self._sigint_handler():
+            try:
+                while epoch <= self.num_epochs:
+                    skip = start.iteration if epoch == start.epoch and not start.epoch_done else 0
+                    self._train_epoch(epoch, train_loader, skip)
+                    if valid_loader is not None:
+                        self._valid_epoch(epoch, valid_loader)
+                    stop = self._end_epoch(epoch)
+                    if stop:
+                        break
+                    epoch += 1
+            finally:
+                self.log.close()
+                self.progress.close()
+        self.progress.finish(self.summary())
+        return self.model
+
+    def _train_epoch(self, epoch: int, loader: Iterable[Any], skip: int) -> None:
+        _set_epoch(loader, epoch)
+        for metric in self.train_metrics:
+            metric.clear()
+        total = _length(loader)
+        accumulator = GradientsAccumulator()
+        pending = 0
+        iteration = 0
+        for iteration, batch in enumerate(loader, 1):
+            if iteration <= skip:
+                continue
+            bn.seed(self.seed * 1_000_003 + self.position.step * 1_009 + pending)
+            output = self.train_step(self.model, batch)
+            grads = output.loss.backward()
+            pending += 1
+            last = total is not None and iteration == total
+            lr = self.scheduler.lr(self.scheduler.iteration)
+            if pending == self.grads_accumulation or last:
+                if self.grads_accumulation > 1:
+                    accumulator.accumulate(self.model, grads)
+                    grads = accumulator.grads()
+                self.model = self.optimizer.step(self.scheduler.step(), self.model, grads)
+                self.position.step += 1
+                pending = 0
+            else:
+                accumulator.accumulate(self.model, grads)
+            self.position.epoch, self.position.iteration = epoch, iteration
+            self.position.epoch_done = False
+            info = StepInfo(epoch, iteration, lr)
+            values = self._update("train", self.train_metrics, output, batch, info)
+            self._clock.tick()
+            self.progress.step("train", epoch, iteration, total, values, self._clock.remaining())
+            if self._stop_requested and pending == 0:
+                self._interrupt()
+        if pending:  # a loader without len: step on what the epoch's last batches gave
+            self.model = self.optimizer.step(self.scheduler.step(), self.model,
+                                             accumulator.grads())
+            self.position.step += 1
+        self.position.iteration = iteration
+
+    def _valid_epoch(self, epoch: int, loader: Iterable[Any]) -> None:
+        _set_epoch(loader, epoch)
+        for metric in self.valid_metrics:
+            metric.clear()
+        model = self.model.valid() if hasattr(self.model, "valid") else self.model
+        total = _length(loader)
+        for iteration, batch in enumerate(loader, 1):
+            output = self.valid_step(model, batch)
+            values = self._update("valid", self.valid_metrics, output, batch,
+                                  StepInfo(epoch, iteration, None))
+            self._clock.tick()
+            self.progress.step("valid", epoch, iteration, total, values, self._clock.remaining())
+            if self._stop_requested:
+                break  # the epoch's checkpoint is written without validation metrics
+
+    def _update(self, split: str, metrics: Sequence[Metric], output: Any, batch: Any,
+                info: StepInfo) -> dict[str, float]:
+        values = {}
+        for metric in metrics:
+            value = metric.update(output, batch, info)
+            self.log.log_step(split, metric.name, info.epoch, info.iteration, value)
+            values[metric.name] = metric.value()
+        return values
+
+    def _end_epoch(self, epoch: int) -> bool:
+        interrupted = self._stop_requested
+        epoch_values: dict[str, float] = {}
+        splits = [("train", self.train_metrics)]
+        if not interrupted:
+            splits.append(("valid", self.valid_metrics))
+        for split, metrics in splits:
+            values = {metric.name: metric.value() for metric in metrics if metric.weight}
+            if values:
+                self.log.log_epoch(split, values)
+                self.progress.epoch_end(split, epoch, values)
+            epoch_values.update({f"{split}/{name}": value for name, value in values.items()})
+        if interrupted:
+            self._interrupt()
+        self.position.epoch_done = True
+        stop = False
+        if self.early_stopping is not None:
+            stop = self.early_stopping.update(epoch_values)
+        self._checkpoint(epoch_values)
+        return stop
+
+    def _checkpoint(self, metrics: dict[str, float]) -> Path | None:
+        if self.checkpointer is None:
+            return None
+        position = self.position
+        suffix = "" if position.epoch_done else f"-iteration-{position.iteration}"
+        state = {}
+        if self.early_stopping is not None:
+            state["early_stopping"] = self.early_stopping.state()
+        info = CheckpointInfo(f"epoch-{position.epoch}{suffix}", position.epoch,
+                              position.iteration, position.step, position.epoch_done,
+                              {k: v for k, v in metrics.items() if math.isfinite(v)}, state)
+        return self.checkpointer.save(info, self.model, self.optimizer, self.scheduler)
+
+    def _interrupt(self) -> None:
+        path = self._checkpoint({})
+        self.log.close()
+        raise TrainingInterrupted(self.model, path)
+
+    def request_stop(self) -> None:
+        """Stop after the current optimizer step, as Ctrl-C does (for another thread or a
+        callback)."""
+        self._stop_requested = True
+
+    @contextlib.contextmanager
+    def _sigint_handler(self) -> Iterator[None]:
+        self._stop_requested = False
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum: int, frame: Any) -> None:
+            if self._stop_requested:
+                raise KeyboardInterrupt
+            self._stop_requested = True
+
+        previous = signal.signal(signal.SIGINT, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def summary(self) -> str:
+        """The table of every split's metrics (last and best epoch values)."""
+        better = {m.name: m.higher_is_better for m in self.train_metrics + self.valid_metrics}
+        return summary_table(self.log.epochs, better)
+
+
+class _RunClock:
+    """Estimates the run's remaining time from the time its steps took so far."""
+
+    def __init__(self, learner: Learner, train: Iterable[Any], valid: Iterable[Any] | None):
+        train_total = _length(train) or 0
+        valid_total = (_length(valid) or 0) if valid is not None else 0
+        position = learner.position
+        epochs_left = learner.num_epochs - position.epoch + (0 if position.epoch_done else 1)
+        done_in_epoch = 0 if position.epoch_done else position.iteration
+        self.left = max(epochs_left * (train_total + valid_total) - done_in_epoch, 0)
+        self.started = time.monotonic()
+        self.done = 0
+
+    def tick(self) -> None:
+        self.done += 1
+        self.left = max(self.left - 1, 0)
+
+    def remaining(self) -> float:
+        if not self.done:
+            return math.inf
+        return (time.monotonic() - self.started) / self.done * self.left
+
+
+def _set_epoch(loader: Any, epoch: int) -> None:
+    if hasattr(loader, "set_epoch"):
+        loader.set_epoch(epoch)
+
+
+def _length(loader: Any) -> int | None:
+    try:
+        return len(loader)
+    except TypeError:
+        return None
+
+
+class LearnerBuilder:
+    """Configures a ``Learner`` (Burn's ``LearnerBuilder``); every method returns the builder.
+
+    ``run_dir`` receives ``checkpoints/`` and ``logs/``.
+    """
+
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        self._train_metrics: list[Metric] = []
+        self._valid_metrics: list[Metric] = []
+        self._num_epochs = 1
+        self._grads_accumulation = 1
+        self._checkpoint: dict[str, Any] | None = None
+        self._early_stopping: EarlyStopping | None = None
+        self._train_step: StepFn = classification_step
+        self._valid_step: StepFn = classification_step
+        self._seed = 0
+        self._output = "auto"
+
+    def metrics(self, *metrics: Metric) -> LearnerBuilder:
+        """Track ``metrics`` on both splits (each split gets its own copy)."""
+        self._train_metrics += [copy.deepcopy(m) for m in metrics]
+        self._valid_metrics += [copy.deepcopy(m) for m in metrics]
+        return self
+
+    def train_metrics(self, *metrics: Metric) -> LearnerBuilder:
+        """Track ``metrics`` while training only."""
+        self._train_metrics += metrics
+        return self
+
+    def valid_metrics(self, *metrics: Metric) -> LearnerBuilder:
+        """Track ``metrics`` while validating only."""
+        self._valid_metrics += metrics
+        return self
+
+    def num_epochs(self, num_epochs: int) -> LearnerBuilder:
+        if num_epochs < 1:
+            raise ValueError(f"num_epochs must be at least 1, got {num_epochs}")
+        self._num_epochs = num_epochs
+        return self
+
+    def grads_accumulation(self, steps: int) -> LearnerBuilder:
+        """Sum the gradients of ``steps`` batches before each optimizer step."""
+        if steps < 1:
+            raise ValueError(f"grads_accumulation must be at least 1, got {steps}")
+        self._grads_accumulation = steps
+        return self
+
+    def checkpoint(self, keep_last: int = 2, best_by: str | None = None) -> LearnerBuilder:
+        """Write a checkpoint after each epoch (and on Ctrl-C) under ``run_dir/checkpoints``,
+        keeping the ``keep_last`` newest and the best by ``best_by`` (``"valid/loss"``; a bare
+        name means the validation split's)."""
+        self._checkpoint = {"keep_last": keep_last, "best_by": best_by}
+        return self
+
+    def early_stopping(self, metric: str, patience: int, mode: str = "auto",
+                       min_delta: float = 0.0) -> LearnerBuilder:
+        """Stop when ``metric`` (``"valid/loss"``; a bare name means the validation split's)
+        has not improved for ``patience`` epochs; ``mode`` is ``"min"``, ``"max"`` or ``"auto"``
+        (the metric's own direction)."""
+        self._early_stopping = EarlyStopping(_qualified(metric), patience, mode, min_delta)
+        return self
+
+    def step(self, train_step: StepFn, valid_step: StepFn | None = None) -> LearnerBuilder:
+        """Use ``train_step(model, batch)`` (and ``valid_step``, the same by default) instead of
+        ``model.forward_classification(batch)``."""
+        self._train_step = train_step
+        self._valid_step = valid_step or train_step
+        return self
+
+    def seed(self, seed: int) -> LearnerBuilder:
+        self._seed = seed
+        return self
+
+    def output(self, kind: str) -> LearnerBuilder:
+        """``"auto"`` (a dashboard on a terminal when rich is installed, else plain lines),
+        ``"plain"``, ``"dashboard"`` or ``"none"``."""
+        if kind not in ("auto", "plain", "dashboard", "none"):
+            raise ValueError(f"output must be auto, plain, dashboard or none, got {kind!r}")
+        self._output = kind
+        return self
+
+    def build(self, model: Any, optimizer: Any, lr: float | LrScheduler) -> Learner:
+        """The learner of ``model`` with ``optimizer`` and a learning rate or schedule."""
+        scheduler = lr if isinstance(lr, LrScheduler) else ConstantLr(float(lr))
+        checkpointer = None
+        metrics = {m.name: m for m in self._train_metrics + self._valid_metrics}
+        if self._checkpoint is not None:
+            best_by = self._checkpoint["best_by"]
+            best_by = None if best_by is None else _qualified(best_by)
+            higher = best_by is not None and metrics.get(
+                best_by.split("/", 1)[1], Metric()).higher_is_better
+            checkpointer = Checkpointer(self.run_dir / "checkpoints",
+                                        self._checkpoint["keep_last"], best_by, higher)
+        if self._early_stopping is not None:
+            self._early_stopping.resolve_mode(metrics)
+        return Learner(self.run_dir, model, optimizer, scheduler,
+                       train_metrics=self._train_metrics, valid_metrics=self._valid_metrics,
+                       num_epochs=self._num_epochs, grads_accumulation=self._grads_accumulation,
+                       checkpointer=checkpointer, early_stopping=self._early_stopping,
+                       train_step=self._train_step, valid_step=self._valid_step,
+                       seed=self._seed, progress=make_progress(self._output))
+
+
+def _qualified(metric: str) -> str:
+    return metric if "/" in metric else f"valid/{metric}"
+
+
+def make_progress(kind: str) -> Any:
+    """The progress output for ``kind`` (see ``LearnerBuilder.output``)."""
+    if kind == "none":
+        return _Silent()
+    if kind == "plain":
+        return PlainProgress()
+    import sys
+
+    wants_dashboard = kind == "dashboard" or sys.stdout.isatty()
+    if wants_dashboard:
+        try:
+            from burnish.train.dashboard import Dashboard
+        except ImportError:  # rich is not installed
+            return PlainProgress()
+        return Dashboard()
+    return PlainProgress()
+
+
+class _Silent(PlainProgress):
+    def _write(self, line: str) -> None:
+        pass
