@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from train_toy import ToyLoader, toy_builder, toy_model, weights
+from train_toy import ToyLoader, toy_builder, toy_data_loader, toy_model, weights
 
 from burnish import optim, record
 from burnish.train import (
@@ -23,10 +23,10 @@ from burnish.train import (
 HERE = Path(__file__).parent
 
 
-def fit(run_dir, epochs=3, resume=False, builder=None, **fit_args):
+def fit(run_dir, epochs=3, resume=False, builder=None, loader=ToyLoader):
     builder = builder or toy_builder(run_dir, epochs)
     learner = builder.build(toy_model(), optim.Adam(), optim.CosineAnnealingLr(0.02, 18))
-    return learner, learner.fit(ToyLoader(), ToyLoader(shuffle=False), resume=resume, **fit_args)
+    return learner, learner.fit(loader(), loader(shuffle=False), resume=resume)
 
 
 def assert_same_weights(a, b):
@@ -69,8 +69,9 @@ def test_resume_after_an_epoch_gives_the_same_weights(tmp_path):
     assert learner.scheduler.iteration == 18
 
 
-def test_resume_mid_epoch_gives_the_same_weights(tmp_path):
-    _, straight = fit(tmp_path / "straight")
+@pytest.mark.parametrize("loader", [ToyLoader, toy_data_loader])
+def test_resume_mid_epoch_gives_the_same_weights(tmp_path, loader):
+    _, straight = fit(tmp_path / "straight", loader=loader)
     calls = []
 
     def stopping_step(model, batch):
@@ -82,9 +83,9 @@ def test_resume_mid_epoch_gives_the_same_weights(tmp_path):
     builder = toy_builder(tmp_path / "resumed").step(stopping_step, classification_step)
     learner = builder.build(toy_model(), optim.Adam(), optim.CosineAnnealingLr(0.02, 18))
     with pytest.raises(TrainingInterrupted) as interrupted:
-        learner.fit(ToyLoader(), ToyLoader(shuffle=False))
+        learner.fit(loader(), loader(shuffle=False))
     assert interrupted.value.checkpoint.name == "epoch-2-iteration-3"
-    _, resumed = fit(tmp_path / "resumed", resume=True)
+    _, resumed = fit(tmp_path / "resumed", resume=True, loader=loader)
     assert_same_weights(straight, resumed)
     rows = read_metric_log(tmp_path / "resumed", "train", "loss")
     assert [(e, i) for e, i, _ in rows] == [(e, i) for e in (1, 2, 3) for i in range(1, 7)]

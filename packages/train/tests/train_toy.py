@@ -58,6 +58,22 @@ class ToyLoader:
                                                                                "ndarray")
 
 
+class ToyBatcher:
+    def batch(self, items, device=None):
+        x = np.stack([item[0] for item in items])
+        y = np.array([item[1] for item in items], np.int64)
+        return Tensor.from_data(x, "ndarray"), Tensor.from_data(y, "ndarray")
+
+
+def toy_data_loader(shuffle: bool = True):
+    """The toy data through burnish.data's DataLoader (seeded shuffling, positions)."""
+    from burnish.data import DataLoader, InMemoryDataset
+
+    data = ToyLoader()
+    items = InMemoryDataset(list(zip(data.x, data.y.tolist())))
+    return DataLoader(items, ToyBatcher(), batch_size=16, shuffle=shuffle, seed=3)
+
+
 def toy_builder(run_dir, epochs: int = 3) -> LearnerBuilder:
     from burnish.train import AccuracyMetric, LossMetric
 

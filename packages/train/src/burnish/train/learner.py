@@ -134,9 +134,13 @@ class Learner:
         total = _length(loader)
         accumulator = GradientsAccumulator()
         pending = 0
-        iteration = 0
-        for iteration, batch in enumerate(loader, 1):
-            if iteration <= skip:
+        iteration = skip
+        first = 1
+        if skip and hasattr(loader, "load_state_dict"):  # a DataLoader starts at a position
+            loader.load_state_dict({"epoch": epoch, "position": skip})
+            first = skip + 1
+        for iteration, batch in enumerate(loader, first):
+            if iteration <= skip:  # other iterables: read the batches done and leave them
                 continue
             bn.seed(self.seed * 1_000_003 + self.position.step * 1_009 + pending)
             output = self.train_step(self.model, batch)
