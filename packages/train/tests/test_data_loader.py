@@ -74,6 +74,21 @@ def test_state_dict_resumes_exactly_mid_epoch():
     assert resumed.state_dict()["epoch"] == 2 and resumed.state_dict()["position"] == 0
 
 
+def test_a_state_saved_after_the_last_batch_resumes_with_the_next_epoch():
+    data = InMemoryDataset(list(range(8)))
+    whole = epochs(DataLoader(data, ListBatcher(), 4, shuffle=True, seed=4), 2)
+    loader = DataLoader(data, ListBatcher(), 4, shuffle=True, seed=4)
+    for index, _ in enumerate(loader):
+        if index == len(loader) - 1:
+            state = loader.state_dict()
+            break
+    assert (state["epoch"], state["position"]) == (1, 0)
+    resumed = DataLoader(data, ListBatcher(), 4, shuffle=True, seed=4)
+    resumed.load_state_dict(state)
+    assert list(resumed) == whole[1]
+    assert list(loader) == whole[1]
+
+
 def test_an_iteration_stopped_early_continues_where_it_stopped():
     loader = DataLoader(InMemoryDataset(list(range(6))), ListBatcher(), 2)
     assert next(iter(loader)) == [0, 1]

@@ -88,12 +88,20 @@ class DataLoader:
         self.epoch = epoch
         self.position = 0
 
+    def place(self) -> tuple[int, int]:
+        """(epoch, position) of the next batch: after an epoch's last batch, the next epoch's
+        first, even before the iteration has noticed that it is over."""
+        if self.position >= len(self) > 0:
+            return self.epoch + 1, 0
+        return self.epoch, self.position
+
     def state_dict(self) -> dict[str, int]:
         """Where the loader stands: the epoch, the batches handed out in it, and the settings
         that fix the order (checked by ``load_state_dict``)."""
+        epoch, position = self.place()
         return {
-            "epoch": self.epoch,
-            "position": self.position,
+            "epoch": epoch,
+            "position": position,
             "seed": self.seed,
             "length": len(self.dataset),
             "batch_size": self.batch_size,
@@ -122,6 +130,7 @@ class DataLoader:
         return self.batcher.batch([self.dataset.get(i) for i in indices], self.device)
 
     def __iter__(self) -> Iterator[Any]:
+        self.epoch, self.position = self.place()
         batches = self.batch_indices(self.epoch)[self.position :]
         if self.num_workers == 0:
             for indices in batches:
