@@ -11,11 +11,15 @@ import pytest
 from burnish.data import CsvDataset, DataError, ImageFolderDataset, read_image
 
 
-def png_bytes(image: np.ndarray, colour: int, filters: list[int]) -> bytes:
-    """``image`` (uint8) as a PNG, each row filtered with the given type (0-4), in turn."""
+def png_bytes(
+    image: np.ndarray, colour: int, filters: list[int], depth: int = 8, palette: bytes = b""
+) -> bytes:
+    """``image`` (uint8, or uint16 with ``depth=16``) as a PNG, each row filtered with the given
+    type (0-4), in turn."""
     height = image.shape[0]
-    rows = image.reshape(height, -1).astype(np.int32)
-    step = 1 if image.ndim == 2 else image.shape[2]
+    samples = image.astype(">u2") if depth == 16 else image
+    rows = samples.reshape(height, -1).view(np.uint8).astype(np.int32)
+    step = (1 if image.ndim == 2 else image.shape[2]) * depth // 8
     body = bytearray()
     previous = np.zeros(rows.shape[1], np.int32)
     for y in range(height):
@@ -44,10 +48,11 @@ def png_bytes(image: np.ndarray, colour: int, filters: list[int]) -> bytes:
         crc = zlib.crc32(kind + data)
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
 
-    header = struct.pack(">IIBBBBB", image.shape[1], height, 8, colour, 0, 0, 0)
+    header = struct.pack(">IIBBBBB", image.shape[1], height, depth, colour, 0, 0, 0)
     return (
         b"\x89PNG\r\n\x1a\n"
         + chunk(b"IHDR", header)
+        + (chunk(b"PLTE", palette) if palette else b"")
         + chunk(b"IDAT", zlib.compress(bytes(body)))
         + chunk(b"IEND", b"")
     )
@@ -64,6 +69,18 @@ def test_png_rows_unfilter(tmp_path, filters):
     (tmp_path / "rgb.png").write_bytes(png_bytes(RGB, 2, filters))
     np.testing.assert_array_equal(read_image(tmp_path / "grey.png"), GREY)
     np.testing.assert_array_equal(read_image(tmp_path / "rgb.png"), RGB)
+
+
+def test_16_bit_and_palette_pngs(tmp_path):
+    deep = RNG.integers(0, 65536, (3, 4), dtype=np.uint16)
+    (tmp_path / "deep.png").write_bytes(png_bytes(deep, 0, [1, 4], depth=16))
+    decoded = read_image(tmp_path / "deep.png")
+    assert decoded.dtype == np.uint16
+    np.testing.assert_array_equal(decoded, deep)
+    colours = np.array([[255, 0, 0], [0, 255, 0], [0, 0, 255]], np.uint8)
+    indices = RNG.integers(0, 3, (4, 5), dtype=np.uint8)
+    (tmp_path / "palette.png").write_bytes(png_bytes(indices, 3, [0], palette=colours.tobytes()))
+    np.testing.assert_array_equal(read_image(tmp_path / "palette.png"), colours[indices])
 
 
 def test_netpbm_and_npy_images(tmp_path):
