@@ -46,6 +46,9 @@ def test_fit_learns_and_logs(tmp_path):
     assert [(e, i) for e, i, _ in rows] == [(e, i) for e in (1, 2, 3) for i in range(1, 7)]
     assert len(read_metric_log(tmp_path, "valid", "accuracy")) == 18
     assert "valid  accuracy" in learner.summary()
+    fit(tmp_path)  # a new run in the same folder starts its logs and checkpoints afresh
+    assert len(read_metric_log(tmp_path, "valid", "accuracy")) == 18
+    assert len(read_epochs(tmp_path)["train"]["loss"]) == 3
 
 
 def test_checkpoints_keep_the_last_and_the_best(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import shutil
 import signal
 import threading
 import time
@@ -100,12 +101,13 @@ class Learner:
             resume: bool = False) -> Any:
         """Train for the remaining epochs and return the trained model.
 
-        ``resume=True`` continues from the latest checkpoint when there is one. Ctrl-C (SIGINT,
+        ``resume=True`` continues from the latest checkpoint when there is one; a run that starts
+        from scratch clears the ``logs/`` and ``checkpoints/`` of ``run_dir``. Ctrl-C (SIGINT,
         in the main thread) finishes the current optimizer step, writes a checkpoint and raises
         ``TrainingInterrupted``; a second Ctrl-C interrupts at once.
         """
-        if resume:
-            self.resume()
+        if not (resume and self.resume()) and self.position == Position():
+            self._start_fresh()
         start = self.position
         epoch = start.epoch + 1 if start.epoch_done else start.epoch
         self.progress.start(self.num_epochs)
@@ -126,6 +128,12 @@ class Learner:
                 self.progress.close()
         self.progress.finish(self.summary())
         return self.model
+
+    def _start_fresh(self) -> None:
+        self.log.close()
+        self.log = MetricLog(self.run_dir)
+        for folder in (self.log.directory, self.run_dir / "checkpoints"):
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _train_epoch(self, epoch: int, loader: Iterable[Any], skip: int) -> None:
         _set_epoch(loader, epoch)

@@ -1,0 +1,100 @@
+"""Train a small CNN on MNIST with the Learner (autodiff+ndarray), save it, then read digits."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import burnish as bn
+from burnish import optim
+from burnish.data import DataLoader, MnistBatcher, MnistDataset, PartialDataset
+from burnish.train import AccuracyMetric, LearnerBuilder, LossMetric, TrainingInterrupted
+
+sys.path.insert(0, str(Path(__file__).parent))
+from model import CnnConfig  # noqa: E402
+
+
+def datasets(data: Path) -> tuple:
+    """Train and validation sets: MNIST's own when its training files are there, else the first
+    8,000 and the last 2,000 digits of its test set."""
+    if any(data.glob("train-images-idx3-ubyte*")):
+        return MnistDataset("train", root=data), MnistDataset("test", root=data)
+    test = MnistDataset("test", root=data)
+    return PartialDataset(test, 0, 8000), PartialDataset(test, 8000, 10000)
+
+
+def train(args: argparse.Namespace) -> float:
+    """Fit the CNN, save it as ``run_dir/model.safetensors``; return the validation accuracy."""
+    train_set, valid_set = datasets(args.data)
+    if args.limit:
+        train_set = PartialDataset(train_set, 0, min(args.limit, len(train_set)))
+        valid_set = PartialDataset(valid_set, 0, min(max(args.limit // 4, 1), len(valid_set)))
+    bn.seed(0)
+    model = CnnConfig().init(bn.backend("autodiff+ndarray").default_device())
+    # One worker thread builds the next batch while the step runs.
+    train_loader = DataLoader(train_set, MnistBatcher(), args.batch_size, shuffle=True,
+                              num_workers=1)
+    valid_loader = DataLoader(valid_set, MnistBatcher(), 500, num_workers=1)
+    steps = args.epochs * len(train_loader)
+    schedule = optim.CosineAnnealingLr(args.lr, steps, warmup_iters=min(50, steps // 10))
+    learner = (LearnerBuilder(args.run_dir)
+               .metrics(LossMetric(), AccuracyMetric())
+               .num_epochs(args.epochs)
+               .checkpoint(keep_last=1, best_by="accuracy")
+               .build(model, optim.Adam(), schedule))
+    started = time.perf_counter()
+    try:
+        model = learner.fit(train_loader, valid_loader, resume=args.resume)
+    except TrainingInterrupted as interrupted:
+        print(f"interrupted; run again with --resume to continue from {interrupted.checkpoint}")
+        sys.exit(130)
+    accuracy = learner.valid_metrics[1].value()
+    path = model.valid().save(args.run_dir / "model.safetensors")
+    print(f"validation accuracy {accuracy:.2f}% after {time.perf_counter() - started:.0f}s; "
+          f"model saved to {path}")
+    return accuracy
+
+
+def infer(args: argparse.Namespace) -> None:
+    """Print the saved model's predictions beside the labels of the test set's last digits."""
+    model = CnnConfig().init("ndarray").load(args.run_dir / "model.safetensors")
+    test = MnistDataset("test", root=args.data)
+    # The last digits: held out of training when only the test set's files are there.
+    items = [test.get(len(test) - 1 - i) for i in range(args.count)]
+    batch = MnistBatcher().batch(items, "ndarray")
+    predictions = model(batch.images).argmax(dim=1).reshape([-1]).tolist()
+    for item, prediction in zip(items, predictions):
+        mark = "" if prediction == item.label else "  <- wrong"
+        print(f"label {item.label}  predicted {prediction}{mark}")
+    right = sum(p == item.label for p, item in zip(predictions, items))
+    print(f"{right}/{len(items)} right")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", type=Path, default=os.environ.get("BURNISH_MNIST_DIR"),
+                        help="folder of the MNIST IDX files (default: $BURNISH_MNIST_DIR)")
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/mnist"),
+                        help="where checkpoints, logs and the model go")
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=3e-3, help="peak of the cosine schedule")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="train on this many digits only (a quick smoke run)")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    parser.add_argument("--infer-only", action="store_true", help="skip training")
+    parser.add_argument("--count", type=int, default=10, help="digits to predict")
+    args = parser.parse_args()
+    if args.data is None:
+        print("no MNIST folder: give --data DIR or set BURNISH_MNIST_DIR (nothing to do)")
+        return
+    if not args.infer_only:
+        train(args)
+    infer(args)
+
+
+if __name__ == "__main__":
+    main()
