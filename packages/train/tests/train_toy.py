@@ -92,12 +92,13 @@ if __name__ == "__main__":
     from burnish.train import TrainingInterrupted
 
     run_dir, resume = Path(sys.argv[1]), sys.argv[2] == "resume"
+    output = sys.argv[3] if len(sys.argv) > 3 else "plain"
 
     def slow_step(model, batch):
         time.sleep(0.05)
         return model.forward_classification(batch)
 
-    learner = (toy_builder(run_dir, epochs=3).step(slow_step).output("plain")
+    learner = (toy_builder(run_dir, epochs=3).step(slow_step).output(output)
                .build(toy_model(), optim.Adam(), 0.01))
     print("started", flush=True)
     try:
