@@ -90,6 +90,7 @@ def test_resume_mid_epoch_gives_the_same_weights(tmp_path, loader):
     assert interrupted.value.checkpoint.name == "epoch-2-iteration-3"
     _, resumed = fit(tmp_path / "resumed", resume=True, loader=loader)
     assert_same_weights(straight, resumed)
+    assert read_epochs(tmp_path / "resumed") == read_epochs(tmp_path / "straight")
     rows = read_metric_log(tmp_path / "resumed", "train", "loss")
     assert [(e, i) for e, i, _ in rows] == [(e, i) for e in (1, 2, 3) for i in range(1, 7)]
 

@@ -96,3 +96,13 @@ def test_system_metrics():
     assert speed.update(output()) > 0 and speed.value() > 0
     assert CpuUseMetric().update(output()) >= 0
     assert 1 < MemoryUseMetric().update(output()) < 1e6
+
+
+def test_a_metric_continues_from_its_state():
+    whole = FScoreMetric()
+    whole.update(output(LOGITS[:2], TARGETS[:2]))
+    resumed = FScoreMetric()
+    resumed.load_state(whole.state())
+    for metric in (whole, resumed):
+        metric.update(output(LOGITS[2:], TARGETS[2:]))
+    assert resumed.value() == whole.value() == FScoreMetric().update(output())

@@ -80,6 +80,13 @@ class _ConfusionMetric(Metric):
         super().clear()
         self.counts = np.zeros((3, 0), np.int64)  # true positives, predicted, actual
 
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "counts": self.counts.tolist()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        super().load_state(state)
+        self.counts = np.array(state["counts"], np.int64).reshape(3, -1)
+
     def _add(self, counts: np.ndarray, new: np.ndarray) -> np.ndarray:
         size = max(counts.shape[1], new.shape[1])
         grown = np.zeros((3, size), np.int64)

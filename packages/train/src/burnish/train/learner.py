@@ -78,6 +78,7 @@ class Learner:
         self.log = MetricLog(run_dir)
         self.position = Position()
         self._stop_requested = False
+        self._resumed_metrics: list[dict[str, Any]] | None = None
 
     # -- resuming --------------------------------------------------------------------------------
 
@@ -93,6 +94,7 @@ class Learner:
         if self.early_stopping is not None:
             self.early_stopping.load_state(info.state.get("early_stopping", {}))
         self.log.rewind(info.epoch, info.iteration, info.epoch_done)
+        self._resumed_metrics = info.state.get("train_metrics")
         return True
 
     # -- the loop --------------------------------------------------------------------------------
@@ -139,6 +141,9 @@ class Learner:
         _set_epoch(loader, epoch)
         for metric in self.train_metrics:
             metric.clear()
+        if skip and self._resumed_metrics:
+            for metric, state in zip(self.train_metrics, self._resumed_metrics):
+                metric.load_state(state)
         total = _length(loader)
         accumulator = GradientsAccumulator()
         pending = 0
@@ -232,6 +237,8 @@ class Learner:
         state = {}
         if self.early_stopping is not None:
             state["early_stopping"] = self.early_stopping.state()
+        if not position.epoch_done:  # the epoch's averages go on from here when resumed
+            state["train_metrics"] = [metric.state() for metric in self.train_metrics]
         info = CheckpointInfo(f"epoch-{position.epoch}{suffix}", position.epoch,
                               position.iteration, position.step, position.epoch_done,
                               {k: v for k, v in metrics.items() if math.isfinite(v)}, state)

@@ -49,5 +49,13 @@ class Metric:
         self.total = 0.0
         self.weight = 0.0
 
+    def state(self) -> dict[str, Any]:
+        """The epoch's running state as JSON values (checkpoints keep it mid-epoch)."""
+        return {"total": self.total, "weight": self.weight}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Continue the epoch from a ``state()``."""
+        self.total, self.weight = float(state["total"]), float(state["weight"])
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
