@@ -296,7 +296,7 @@ class _RunClock:
         self.left = max(self.left - 1, 0)
 
     def remaining(self) -> float:
-        if not self.done:
+        if self.done < 3:  # the first steps (warm-up, first batches) say little
             return math.inf
         return (time.monotonic() - self.started) / self.done * self.left
 
