@@ -47,7 +47,8 @@ def tests(session: nox.Session) -> None:
     """Each package's tests and the cross-package tests in tests/ (-m "not slow": skip the ones
     that build wheels and virtual environments)."""
     install_editable(session)
-    session.install("pytest")
+    # rich draws burnish-train's dashboard; its pseudo-terminal tests need it (and pexpect).
+    session.install("pytest", "rich>=13", "pexpect")
     paths = [str(p) for p in sorted(PACKAGES.glob("*/tests"))] + [str(ROOT / "tests")]
     # importlib mode: test files of the same name in two packages do not collide. pytest's exit
     # status 5 (no tests collected) fails the session like any other non-zero status.
