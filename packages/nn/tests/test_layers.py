@@ -63,6 +63,19 @@ def test_conv2d_against_numpy_and_same_padding():
         nn.Conv2dConfig(2, 4, 2, padding="same").init()
 
 
+@pytest.mark.parametrize("mode, numpy_mode", [("reflect", "reflect"), ("replicate", "edge"),
+                                              ("circular", "wrap")])
+def test_conv_padding_modes_pad_then_convolve(mode, numpy_mode):
+    conv = nn.Conv2dConfig(2, 3, 3, padding=2, padding_mode=mode).init()
+    x = data(2, 2, 5, 6)
+    padded = np.pad(x, ((0, 0), (0, 0), (2, 2), (2, 2)), mode=numpy_mode)
+    expected = conv_reference(padded, conv.weight.val().to_numpy(), conv.bias.val().to_numpy(),
+                              1, 0)
+    close(conv(Tensor.from_data(x)), expected, 1e-4)
+    with pytest.raises(ValueError, match="padding_mode must be one of"):
+        nn.Conv2dConfig(2, 3, 3, padding_mode="mirror").init()
+
+
 def test_conv_transpose_inverts_the_shape_of_a_strided_conv():
     up = nn.ConvTranspose2dConfig(3, 2, 3, stride=2, padding=1, padding_out=1).init()
     assert up.weight.shape == (3, 2, 3, 3)

@@ -23,6 +23,7 @@ from burnish.functional.conv import (
     unfold,
 )
 from burnish.functional.embedding import embedding
+from burnish.functional.pad import pad
 from burnish.functional.pool import (
     adaptive_avg_pool,
     adaptive_avg_pool1d,
@@ -51,5 +52,5 @@ __all__ = [
     "conv2d", "conv3d", "conv_transpose", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "embedding", "gelu", "interpolate", "log_sigmoid", "log_softmax",
     "max_pool", "max_pool1d", "max_pool1d_with_indices", "max_pool2d", "max_pool2d_with_indices",
-    "max_pool_with_indices", "relu", "sigmoid", "silu", "softmax", "tanh", "unfold",
+    "max_pool_with_indices", "pad", "relu", "sigmoid", "silu", "softmax", "tanh", "unfold",
 ]

@@ -14,6 +14,9 @@ from burnish.nn.module import Module
 from burnish.nn.param import Param
 
 IntOrTuple = int | tuple[int, ...]
+#: Conv's padding modes (PyTorch's names) and the burnish.functional.pad mode of each.
+PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "replicate",
+                 "circular": "circular"}
 
 
 def _per_dim(value: IntOrTuple, spatial: int) -> tuple[int, ...]:
@@ -39,7 +42,8 @@ def _padding(padding: str | IntOrTuple, kernel: Sequence[int], dilation: Sequenc
 class ConvConfig(Config):
     """A convolution over N spatial dims, N being the length of ``kernel_size`` (an int gives
     one per subclass: 1 for Conv1dConfig...). Weights are ``[out, in / groups, *kernel]``;
-    padding is ``"valid"`` (none), ``"same"`` or explicit sizes, with zeros."""
+    padding is ``"valid"`` (none), ``"same"`` or explicit sizes, filled as ``padding_mode``
+    says: ``"zeros"``, ``"reflect"``, ``"replicate"`` or ``"circular"`` (PyTorch's modes)."""
 
     channels_in: int
     channels_out: int
@@ -48,12 +52,16 @@ class ConvConfig(Config):
     dilation: IntOrTuple = 1
     groups: int = 1
     padding: str | IntOrTuple = "valid"
+    padding_mode: str = "zeros"
     bias: bool = True
     initializer: Initializer = DEFAULT_INITIALIZER
 
     spatial = 0
 
     def init(self, device: Device | str | None = None) -> Conv:
+        if self.padding_mode not in PADDING_MODES:
+            raise ValueError(f"padding_mode must be one of {', '.join(PADDING_MODES)}, got "
+                             f"{self.padding_mode!r}")
         kernel = _per_dim(self.kernel_size, self.spatial or 1)
         if self.channels_in % self.groups or self.channels_out % self.groups:
             raise ValueError(f"channels {self.channels_in} -> {self.channels_out} are not "
@@ -68,7 +76,7 @@ class ConvConfig(Config):
             if self.bias else None
         module = {1: Conv1d, 2: Conv2d, 3: Conv3d}.get(len(kernel), Conv)
         return module(weight, bias, stride, _padding(self.padding, kernel, dilation, stride),
-                      dilation, self.groups)
+                      dilation, self.groups, self.padding_mode)
 
 
 class Conv1dConfig(ConvConfig):
@@ -93,10 +101,17 @@ class Conv(Module):
     padding: tuple[int, ...]
     dilation: tuple[int, ...]
     groups: int = 1
+    padding_mode: str = "zeros"
 
     def forward(self, x: Tensor) -> Tensor:
         bias = None if self.bias is None else self.bias.val()
-        return F.conv(x, self.weight.val(), bias, self.stride, self.padding, self.dilation,
+        padding = self.padding
+        if self.padding_mode != "zeros" and any(padding):
+            # F.pad takes (before, after) pairs from the last dim backwards.
+            pairs = [n for p in reversed(padding) for n in (p, p)]
+            x = F.pad(x, pairs, mode=PADDING_MODES[self.padding_mode])
+            padding = (0,) * len(padding)
+        return F.conv(x, self.weight.val(), bias, self.stride, padding, self.dilation,
                       self.groups)
 
 
