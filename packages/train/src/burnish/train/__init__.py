@@ -13,6 +13,7 @@ from burnish.train.early_stopping import EarlyStopping
 from burnish.train.learner import Learner, LearnerBuilder, TrainingInterrupted
 from burnish.train.metric import Metric, StepInfo
 from burnish.train.metric_log import read_epochs, read_metric_log
+from burnish.train.plot import plot_metrics
 from burnish.train.progress import PlainProgress, summary_table
 from burnish.train.step import ClassificationOutput, RegressionOutput, classification_step
 from burnish.train.system_metrics import (
@@ -38,6 +39,7 @@ __all__ = [
     "MemoryUseMetric",
     "Metric",
     "PlainProgress",
+    "plot_metrics",
     "PrecisionMetric",
     "RecallMetric",
     "RegressionOutput",
