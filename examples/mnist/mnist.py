@@ -10,16 +10,26 @@ from pathlib import Path
 
 import burnish as bn
 from burnish import optim
-from burnish.data import DataLoader, MnistBatcher, MnistDataset, PartialDataset
+from burnish.data import (
+    ChecksumError,
+    DataError,
+    DataLoader,
+    MnistBatcher,
+    MnistDataset,
+    PartialDataset,
+)
 from burnish.train import AccuracyMetric, LearnerBuilder, LossMetric, TrainingInterrupted
 
 sys.path.insert(0, str(Path(__file__).parent))
 from model import CnnConfig  # noqa: E402
 
 
-def datasets(data: Path) -> tuple:
-    """Train and validation sets: MNIST's own when its training files are there, else the first
-    8,000 and the last 2,000 digits of its test set."""
+def datasets(data: Path | None) -> tuple:
+    """Train and validation sets: MNIST's own when its training files are there (or, without a
+    folder, downloaded into the cache), else the first 8,000 and the last 2,000 digits of its test
+    set."""
+    if data is None:
+        return MnistDataset("train", download=True), MnistDataset("test", download=True)
     if any(data.glob("train-images-idx3-ubyte*")):
         return MnistDataset("train", root=data), MnistDataset("test", root=data)
     test = MnistDataset("test", root=data)
@@ -76,7 +86,8 @@ def infer(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=os.environ.get("BURNISH_MNIST_DIR"),
-                        help="folder of the MNIST IDX files (default: $BURNISH_MNIST_DIR)")
+                        help="folder of the MNIST IDX files (default: $BURNISH_MNIST_DIR, else "
+                             "download MNIST into the cache)")
     parser.add_argument("--run-dir", type=Path, default=Path("runs/mnist"),
                         help="where checkpoints, logs and the model go")
     parser.add_argument("--epochs", type=int, default=4)
@@ -88,12 +99,19 @@ def main() -> None:
     parser.add_argument("--infer-only", action="store_true", help="skip training")
     parser.add_argument("--count", type=int, default=10, help="digits to predict")
     args = parser.parse_args()
-    if args.data is None:
-        print("no MNIST folder: give --data DIR or set BURNISH_MNIST_DIR (nothing to do)")
-        return
-    if not args.infer_only:
-        train(args)
-    infer(args)
+    try:
+        if not args.infer_only:
+            train(args)
+        infer(args)
+    except ChecksumError:
+        raise
+    except DataError as error:
+        if args.data is not None:
+            raise
+        # Offline, without a folder: say how to train from files at hand.
+        sys.exit(f"cannot download MNIST into the cache ({error}).\n"
+                 "Pass --data DIR (or set BURNISH_MNIST_DIR) to a folder holding the MNIST IDX "
+                 "files, e.g. t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz")
 
 
 if __name__ == "__main__":
