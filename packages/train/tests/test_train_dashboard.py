@@ -59,3 +59,43 @@ def test_dashboard_on_ctrl_c(tmp_path):
     resumed.expect(pexpect.EOF)
     resumed.close()
     assert resumed.exitstatus == 0
+
+
+def test_keys_move_between_metrics_and_the_terminal_is_restored(tmp_path):
+    child = spawn(tmp_path)
+    child.expect("▶ loss")
+    child.expect("train curve")
+    child.send("j")
+    child.expect("▶ accuracy")
+    child.expect(r"accuracy: range \S+ to \S+")
+    child.send("\x1b[A")
+    child.expect("▶ loss")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_key_reader_uses_cbreak_mode_and_restores_the_terminal(monkeypatch):
+    import termios
+    import time
+
+    from burnish.train.keys import KeyReader
+
+    master, slave = os.openpty()
+    monkeypatch.setattr(sys, "stdin", os.fdopen(slave, "r", closefd=False))
+    moves = []
+    reader = KeyReader(moves.append)
+    before = termios.tcgetattr(slave)
+    assert before[3] & termios.ECHO
+    reader.start()
+    assert not termios.tcgetattr(slave)[3] & termios.ECHO
+    os.write(master, b"j")
+    os.write(master, b"\x1b[A")
+    deadline = time.monotonic() + 5
+    while len(moves) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    reader.stop()
+    assert moves == [1, -1]
+    assert termios.tcgetattr(slave) == before
+    os.close(master)
+    os.close(slave)
