@@ -22,6 +22,8 @@ import bench_autodiff
 import bench_conv
 import bench_dispatch
 import bench_elementwise
+import bench_learner
+import bench_loader
 import bench_matmul
 import bench_mlp_train
 import bench_reduction
@@ -39,11 +41,14 @@ BENCHMARKS = {
     "conv2d": bench_conv,
     "autodiff": bench_autodiff,
     "mlp_train": bench_mlp_train,
+    "learner": bench_learner,
+    "loader": bench_loader,
 }
 #: Implementations: burnish on the backend under test, NumPy, PyTorch, and for the autodiff
-#: cases burnish on the plain backend the autodiff one wraps ("plain").
+#: cases burnish on the plain backend the autodiff one wraps ("plain"); for the training cases a
+#: plain loop instead of the Learner ("loop") and an epoch on pre-made batches ("premade").
 COLUMNS = {"burnish": "burnish", "plain": "burnish, no autodiff", "numpy": "NumPy",
-           "torch": "PyTorch"}
+           "torch": "PyTorch", "loop": "plain loop", "premade": "pre-made batches"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         done = run_cases(names, ctx, {"torch"}, args)
     else:
         ctx = Context.make(args.backend, with_torch=False)
-        done = run_cases(names, ctx, {"burnish", "plain", "numpy"}, args)
+        done = run_cases(names, ctx, {"burnish", "plain", "numpy", "loop", "premade"}, args)
         if with_torch:
             add_torch(done, names, args)
 
