@@ -134,3 +134,24 @@ def test_gradients_keep_the_leafs_dtype(ad, dtype):
         grad = leaf.grad(grads)
         assert grad.dtype is leaf.dtype and grad.shape == leaf.shape
         assert np.isfinite(grad.to_numpy().astype(np.float64)).all()
+
+
+def test_in_place_ops_on_tracked_tensors_record_the_op_and_keep_saved_values(ad):
+    x = Tensor.from_data([1.0, 2.0], device=ad).require_grad()
+    y = x * x  # saves x
+    y.mul_(3.0).add_(x).sub_(1.0)  # y = 3 x^2 + x - 1
+    z = x + 0  # a tracked non-leaf, updated by an untracked operand
+    z.div_(Tensor.from_data([2.0, 4.0], device=ad))
+    grads = (y + z).sum().backward()
+    np.testing.assert_allclose(x.grad(grads).to_numpy(), [6 * 1 + 1 + 0.5, 6 * 2 + 1 + 0.25])
+    np.testing.assert_array_equal(x.to_numpy(), [1.0, 2.0])
+
+
+def test_in_place_ops_on_untracked_tensors_leave_shared_ones_alone(ad):
+    from burnish.tensor import core
+
+    x = Tensor.from_data([1.0, 2.0], device=ad) + 0
+    shared = core.make(x._prim, x._device, x._dtype)
+    x.mul_(2.0).add_(Tensor.from_data([1.0, 1.0], device=ad))
+    np.testing.assert_array_equal(x.to_numpy(), [3.0, 5.0])
+    np.testing.assert_array_equal(shared.to_numpy(), [1.0, 2.0])

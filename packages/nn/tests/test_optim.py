@@ -159,3 +159,25 @@ def test_a_small_mlp_learns_xor_like_classes(ad):
     assert loss.item() < 0.15
     accuracy = (model.valid()(x.inner()).argmax(1) == y.inner()).float().mean().item()
     assert accuracy > 0.95
+
+
+def test_moments_update_in_their_own_memory_and_records_stay_snapshots(ad):
+    import sys
+    import weakref
+
+    model = Quadratic(nn.Param(Tensor.from_data(np.zeros_like(TARGET) + 0.3, ad)))
+    adam = optim.Adam()
+    model = adam.step(0.1, model, grads_of(model, ad))
+    (key, state), = adam.state.items()
+    alive = weakref.ref(state["moment_1"]._prim)  # an ndarray: the moments live on the inner
+    del state
+    model = adam.step(0.1, model, grads_of(model, ad))
+    if sys.version_info < (3, 14):
+        assert adam.state[key]["moment_1"]._prim is alive()
+
+    record = adam.into_record()
+    kept = {name: t.to_numpy().copy() for name, t in record[key].items()}
+    model = adam.step(0.1, model, grads_of(model, ad))
+    for name, t in record[key].items():
+        np.testing.assert_array_equal(t.to_numpy(), kept[name])
+    assert not np.array_equal(adam.state[key]["moment_1"].to_numpy(), kept["moment_1"])

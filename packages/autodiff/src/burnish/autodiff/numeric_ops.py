@@ -10,6 +10,9 @@ returns, the first of the tied ones (Burn), as ``max_with_indices`` does.
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 from burnish.autodiff.graph import OUT, AutodiffPrimitive
 from burnish.autodiff.inner_math import scalar, swap_last, unbroadcast
 from burnish.autodiff.reduction import (
@@ -126,6 +129,60 @@ class AutodiffNumericOps(NumericOps):
             return P(out)
         return self._record(out, (x,), _pow_scalar_backward, (x, value),
                             (self._inner.pow_scalar, x, value, dtype))
+
+    # -- donating forms: tracked inputs take the recorded op, untracked ones donate inward ------
+
+    def add_assign(self, x: P, y: P) -> P:
+        if x.node is not None or y.node is not None:
+            return self.add(x, y)
+        return self._donate(x, y, self._inner.add_assign)
+
+    def sub_assign(self, x: P, y: P) -> P:
+        if x.node is not None or y.node is not None:
+            return self.sub(x, y)
+        return self._donate(x, y, self._inner.sub_assign)
+
+    def mul_assign(self, x: P, y: P) -> P:
+        if x.node is not None or y.node is not None:
+            return self.mul(x, y)
+        return self._donate(x, y, self._inner.mul_assign)
+
+    def div_assign(self, x: P, y: P) -> P:
+        if x.node is not None or y.node is not None:
+            return self.div(x, y)
+        return self._donate(x, y, self._inner.div_assign)
+
+    def add_scalar_assign(self, x: P, value: Scalar, dtype: DType) -> P:
+        if x.node is not None:
+            return self.add_scalar(x, value, dtype)
+        return self._donate_scalar(x, value, dtype, self._inner.add_scalar_assign)
+
+    def mul_scalar_assign(self, x: P, value: Scalar, dtype: DType) -> P:
+        if x.node is not None:
+            return self.mul_scalar(x, value, dtype)
+        return self._donate_scalar(x, value, dtype, self._inner.mul_scalar_assign)
+
+    def _donate(self, x: P, y: P, inner_op: Any) -> P:
+        # The wrapper lets go of its inner primitive when nothing but the donation chain holds
+        # the wrapper, so that the inner backend may find that primitive unreferenced.
+        inner = x.inner
+        if _getrefcount(x) == _DONATED_REFERENCES:
+            x.inner = None
+        try:
+            return P(inner_op(inner, y.inner))
+        except BaseException:
+            x.inner = inner
+            raise
+
+    def _donate_scalar(self, x: P, value: Scalar, dtype: DType, inner_op: Any) -> P:
+        inner = x.inner
+        if _getrefcount(x) == _DONATED_REFERENCES:
+            x.inner = None
+        try:
+            return P(inner_op(inner, value, dtype))
+        except BaseException:
+            x.inner = inner
+            raise
 
     def neg(self, x: P, dtype: DType) -> P:
         out = self._inner.neg(x.inner, dtype)
@@ -281,6 +338,13 @@ class AutodiffNumericOps(NumericOps):
 
     def topk_with_indices(self, x: P, dim: int, k: int) -> tuple[P, P]:
         return self._with_indices(x, self._inner.topk_with_indices(x.inner, dim, k), dim)
+
+
+# References to a donated wrapper when only the donation chain holds it (CPython 3.11-3.13): the
+# donor's local, the ``*_assign`` method's argument, ``_donate``'s argument and
+# ``sys.getrefcount``'s own. Python 3.14 lends stack references uncounted: never release there.
+_DONATED_REFERENCES = 4 if sys.version_info < (3, 14) else -1
+_getrefcount = sys.getrefcount
 
 
 def _reduce(b, grad, shape):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from burnish.backend.base import Scalar
@@ -70,6 +72,41 @@ class NdArrayNumericOps(NumericOps):
         if value == 2:
             return _mul(x, x)
         return self.pow(x, element(value, x.dtype))
+
+    # -- donating forms: in place when nothing else can see the buffer ------------------------
+
+    def add_assign(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if _reusable(x, y):
+            return _add(x, y, out=x)
+        return _add(x, y)
+
+    def sub_assign(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if _reusable(x, y):
+            return _sub(x, y, out=x)
+        return _sub(x, y)
+
+    def mul_assign(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if _reusable(x, y):
+            return _mul(x, y, out=x)
+        return _mul(x, y)
+
+    def div_assign(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if not _reusable(x, y):
+            return self.div(x, y)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if x.dtype.kind in "iu":
+                return np.floor_divide(x, y, out=x)
+            return np.true_divide(x, y, out=x)
+
+    def add_scalar_assign(self, x: np.ndarray, value: Scalar, dtype: DType) -> np.ndarray:
+        if _reusable(x, None):
+            return _add(x, element(value, x.dtype), out=x)
+        return _add(x, element(value, x.dtype))
+
+    def mul_scalar_assign(self, x: np.ndarray, value: Scalar, dtype: DType) -> np.ndarray:
+        if _reusable(x, None):
+            return _mul(x, element(value, x.dtype), out=x)
+        return _mul(x, element(value, x.dtype))
 
     def neg(self, x: np.ndarray, dtype: DType) -> np.ndarray:
         return np.negative(x)
@@ -234,3 +271,21 @@ def _exact_float32(x: np.ndarray) -> np.ndarray:
     """bfloat16 as float32 (exact, and NumPy's own loops instead of ml_dtypes' slow, warning
     ones); every other dtype unchanged."""
     return x.astype(FLOAT32) if x.dtype == BFLOAT16 else x
+
+
+# References to a donated array when nothing but the donation chain holds it, counted in CPython
+# 3.11-3.13: the donor's local, the ``*_assign`` method's argument, ``_reusable``'s argument and
+# ``sys.getrefcount``'s own (test_donation.py checks the count). Python 3.14 lends references on
+# the stack without counting them, so a count there proves nothing: never in place.
+_DONATED_REFERENCES = 4 if sys.version_info < (3, 14) else -1
+_getrefcount = sys.getrefcount
+
+
+def _reusable(x: np.ndarray, y: np.ndarray | None) -> bool:
+    """Whether ``x``'s buffer may take the result: ``x`` owns its data (no view of another
+    array), is writeable and C-contiguous, keeps its dtype (``y`` has it, or is a scalar), and
+    no reference to it exists beyond the donation chain (no Tensor, view or variable can see the
+    write)."""
+    return (type(x) is np.ndarray and x.base is None and (y is None or y.dtype == x.dtype)
+            and x.flags.writeable and x.flags.c_contiguous
+            and _getrefcount(x) == _DONATED_REFERENCES)

@@ -57,6 +57,36 @@ class NumericOps(ABC):
         """``x ** value``."""
         return self.pow(x, self.full((), value, dtype, self._device_of(x)))
 
+    # -- donating forms: the caller gives ``x`` up ------------------------------------------
+    # The caller holds no other reference to ``x`` after the call; the result has ``x``'s shape
+    # and dtype (``y`` broadcasts into ``x``). A backend MAY write the result into ``x``'s buffer
+    # when nothing else references it, so that an optimizer step allocates little (Burn's
+    # in-place ops). The defaults are the out-of-place ops, which every backend may keep.
+
+    def add_assign(self, x: Primitive, y: Primitive) -> Primitive:
+        """``x + y`` for a donated ``x`` (may reuse ``x``'s buffer; see above)."""
+        return self.add(x, y)
+
+    def sub_assign(self, x: Primitive, y: Primitive) -> Primitive:
+        """``x - y`` for a donated ``x`` (may reuse ``x``'s buffer)."""
+        return self.sub(x, y)
+
+    def mul_assign(self, x: Primitive, y: Primitive) -> Primitive:
+        """``x * y`` for a donated ``x`` (may reuse ``x``'s buffer)."""
+        return self.mul(x, y)
+
+    def div_assign(self, x: Primitive, y: Primitive) -> Primitive:
+        """``div(x, y)`` for a donated ``x`` (may reuse ``x``'s buffer)."""
+        return self.div(x, y)
+
+    def add_scalar_assign(self, x: Primitive, value: Scalar, dtype: DType) -> Primitive:
+        """``x + value`` for a donated ``x`` (may reuse ``x``'s buffer)."""
+        return self.add_scalar(x, value, dtype)
+
+    def mul_scalar_assign(self, x: Primitive, value: Scalar, dtype: DType) -> Primitive:
+        """``x * value`` for a donated ``x`` (may reuse ``x``'s buffer)."""
+        return self.mul_scalar(x, value, dtype)
+
     def neg(self, x: Primitive, dtype: DType) -> Primitive:
         """``-x``."""
         return self.mul_scalar(x, -1, dtype)

@@ -16,6 +16,7 @@ from burnish.tensor.arithmetic import ArithmeticMixin
 from burnish.tensor.autodiff import AutodiffMixin
 from burnish.tensor.creation import CreationMixin
 from burnish.tensor.display import format_tensor
+from burnish.tensor.inplace import InPlaceMixin
 from burnish.tensor.layout import LayoutMixin
 from burnish.tensor.reduction import ReductionMixin
 
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
     from burnish.tensor_data import TensorData
 
 
-class Tensor(CreationMixin, ArithmeticMixin, ReductionMixin, LayoutMixin, AutodiffMixin):
+class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, LayoutMixin,
+             AutodiffMixin):
     """An n-dimensional array on a device of some backend, with a dtype of kind float, int or bool.
 
     Tensors are values: operations return new tensors and leave their inputs alone (``x[i] = v``

@@ -32,16 +32,24 @@ class Adam(Optimizer):
         t = step_count(state, value)
         m = state.get("moment_1")
         v = state.get("moment_2")
-        m = grad * (1.0 - self.beta_1) if m is None else \
-            m * self.beta_1 + grad * (1.0 - self.beta_1)
-        v = grad * grad * (1.0 - self.beta_2) if v is None else \
-            v * self.beta_2 + grad * grad * (1.0 - self.beta_2)
+        # The moments are this optimizer's own tensors: updated in place, as the backend allows
+        # (PyTorch's arrangement; the same values as ``m * b1 + g * (1 - b1)``).
+        if m is None:
+            m = grad * (1.0 - self.beta_1)
+        else:
+            m.mul_(self.beta_1).add_(grad * (1.0 - self.beta_1))
+        if v is None:
+            v = grad * grad * (1.0 - self.beta_2)
+        else:
+            v.mul_(self.beta_2).add_((grad * grad).mul_(1.0 - self.beta_2))
         state["moment_1"], state["moment_2"] = m, v
         # lr m̂ / (sqrt(v̂) + eps) with the corrections folded into two scalars: five
         # full-size ops instead of seven (PyTorch's arrangement).
         root = math.sqrt(1.0 - self.beta_2**t)
         step_size = lr * root / (1.0 - self.beta_1**t)
-        return value - m / (v.sqrt() + self.epsilon * root) * step_size
+        # ``value - step`` written as ``-step + value`` into the step's own memory: the same
+        # bits (negation is exact), one full-size array fewer.
+        return (m / v.sqrt().add_(self.epsilon * root)).mul_(-step_size).add_(value)
 
 
 class AdamW(Adam):

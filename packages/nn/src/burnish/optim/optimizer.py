@@ -11,6 +11,7 @@ from burnish.errors import RecordError
 from burnish.nn.module import Module
 from burnish.nn.param import Param, is_autodiff
 from burnish.optim.grads import GradientClipping, GradientsParams
+from burnish.tensor import core as _core
 
 State = dict[str, Tensor]
 
@@ -22,7 +23,9 @@ class Optimizer:
     gradient, and frozen ones, are left as they are. The per-parameter state (moments, step
     counts) is keyed by parameter id, and ``save``/``load`` write and read it through
     ``burnish.record``, so a run resumed from a saved module and optimizer continues exactly.
-    Subclasses implement ``update(param, grad, state, lr) -> new value`` on plain tensors.
+    Subclasses implement ``update(param, grad, state, lr) -> new value`` on plain tensors; they
+    may update the tensors of ``state`` in place (``add_``, ``mul_``), never ``param`` or
+    ``grad``, which others may hold.
     """
 
     def __init__(self, gradient_clipping: GradientClipping | None = None):
@@ -44,8 +47,13 @@ class Optimizer:
             value = tensor.inner() if is_autodiff(tensor) else tensor
             if self.gradient_clipping is not None:
                 grad = self.gradient_clipping.clip(grad)
-            state = {key: t.to_device(value.device)
-                     for key, t in self.state.get(param.id, {}).items()}
+            # Fresh Tensor objects around the saved primitives, the old ones dropped: an update
+            # rebinds its moments in place (``m.mul_(b1)``), which must reach no tensor a caller
+            # holds (a record from ``into_record``, a gradient kept as a moment); and a moment
+            # that nothing else holds is then updated in its own memory.
+            previous = self.state.pop(param.id, {})
+            state = {key: _rewrap(t.to_device(value.device)) for key, t in previous.items()}
+            del previous
             new = self.update(value, grad.cast(value.dtype), state, lr)
             self.state[param.id] = state
             if is_autodiff(tensor):
@@ -91,3 +99,8 @@ def step_count(state: State, like: Tensor) -> int:
     count = 1 if previous is None else int(previous.item()) + 1
     state["step"] = Tensor.from_data([count], like.device, "int64")
     return count
+
+
+def _rewrap(tensor: Tensor) -> Tensor:
+    """A new Tensor object around ``tensor``'s primitive (no copy)."""
+    return _core.make(tensor._prim, tensor._device, tensor._dtype)

@@ -27,8 +27,13 @@ class Sgd(Optimizer):
             grad = grad + value * self.weight_decay
         if self.momentum:
             buffer = state.get("momentum")
-            buffer = grad if buffer is None else \
-                buffer * self.momentum + grad * (1.0 - self.dampening)
+            if buffer is None:
+                buffer = grad
+            else:
+                # The buffer is this optimizer's own: updated in place where the backend allows.
+                buffer.mul_(self.momentum).add_(grad * (1.0 - self.dampening))
             state["momentum"] = buffer
             grad = grad + buffer * self.momentum if self.nesterov else buffer
-        return value - grad * lr
+        # ``value - grad * lr`` as ``grad * -lr + value`` into a tensor of our own: the same bits
+        # (negation is exact), one full-size array fewer.
+        return (grad * -lr).add_(value)
