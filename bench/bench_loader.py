@@ -2,14 +2,20 @@
 augmented as they are read, through ``DataLoader(num_workers=2)``, against the same epoch fed
 batches made beforehand.
 
-    python bench/run.py loader --repeat 3 --min-time 0
+    python bench/run.py loader --repeat 5 --min-time 0 --no-torch
 
 The model is examples/mnist's CNN on ``autodiff+<backend>`` (Adam at 1e-3), 32 steps of batch
 64. Each item is a 28x28 synthetic digit stored as PNG bytes (zlib, "up" filter); reading it
 decodes the PNG with ``burnish.data``'s decoder, pads it by 2 pixels and crops a random 28x28
 window (a shift of up to 2 pixels, seeded by the item's index), so the loader's work is real
 per-item Python and NumPy. The pre-made epoch gets the very same batches, made before timing.
-A third column, no workers, shows what the workers hide.
+
+Cases: 2 persistent worker processes (beside them, no workers: what the workers hide); 2 worker
+processes started at each epoch (``persistent_workers=False``: the start-up an epoch pays); 2
+worker threads (the GIL); 2 persistent worker processes feeding a 2x wider CNN, whose step
+rather than the loading is the bottleneck; and 2 persistent worker processes feeding a step that
+waits 20 ms without using the CPU, as a step on an accelerator does, which shows what the
+loader's process spends on the batches when the workers have a core of their own.
 """
 
 from __future__ import annotations
@@ -83,8 +89,20 @@ def train_epoch(model, batches) -> object:
     return model
 
 
+def wait_epoch(batches, seconds: float = 0.02) -> int:
+    """An epoch of steps that each read the batch's shapes and wait ``seconds`` off the CPU."""
+    import time
+
+    count = 0
+    for batch in batches:
+        count += batch.images.shape[0]
+        time.sleep(seconds)
+    return count
+
+
 def cases(ctx) -> list[Case]:
-    """The epoch fed by a loader with 2 workers, with none, and from pre-made batches."""
+    """The epoch fed by loaders with 2 workers (processes, kept or started each epoch, and
+    threads), with none, and from pre-made batches; and a wider CNN fed by 2 processes."""
     from model import CnnConfig
 
     import burnish as bn
@@ -96,14 +114,38 @@ def cases(ctx) -> list[Case]:
     device = (backend if isinstance(backend, AutodiffOps) else Autodiff(backend)).default_device()
     bn.seed(0)
     model = CnnConfig().init(device)
+    wide = CnnConfig(channels1=16, channels2=32, hidden=128).init(device)
     dataset = MapperDataset(InMemoryDataset(digits()), decode_and_augment)
-    workers = DataLoader(dataset, MnistBatcher(), BATCH, num_workers=2)
-    inline = DataLoader(dataset, MnistBatcher(), BATCH)
-    premade = list(DataLoader(dataset, MnistBatcher(), BATCH))
-    runs = {"burnish": ctx.synced(lambda: train_epoch(model, workers)),
-            "plain": ctx.synced(lambda: train_epoch(model, inline)),
-            "premade": ctx.synced(lambda: train_epoch(model, premade))}
-    name = f"MNIST CNN, PNG decode + random shift: {len(premade)} steps of {BATCH}, 2 workers"
-    return [Case("loader", name, runs, "2 workers within 10% of pre-made batches",
-                 lambda s: s["burnish"] <= 1.10 * s["premade"],
-                 note="column 'burnish, no autodiff' here: the loader without workers")]
+
+    def loader(**workers):
+        return DataLoader(dataset, MnistBatcher(), BATCH, **workers)
+
+    processes = loader(num_workers=2, persistent_workers=True)
+    premade = list(loader())
+
+    def epoch(net, batches):
+        return ctx.synced(lambda: train_epoch(net, batches))
+
+    name = f"MNIST CNN, PNG decode + random shift: {len(premade)} steps of {BATCH}"
+    goal = "2 workers within 10% of pre-made batches"
+
+    def met(seconds):
+        return seconds["burnish"] <= 1.10 * seconds["premade"]
+
+    return [
+        Case("loader", f"{name}, 2 worker processes (persistent)",
+             {"burnish": epoch(model, processes), "plain": epoch(model, loader()),
+              "premade": epoch(model, premade)}, goal, met,
+             note="column 'burnish, no autodiff' here: the loader without workers"),
+        Case("loader", f"{name}, 2 worker processes started each epoch",
+             {"burnish": epoch(model, loader(num_workers=2)), "premade": epoch(model, premade)},
+             goal, met),
+        Case("loader", f"{name}, 2 worker threads",
+             {"burnish": epoch(model, loader(num_workers=2, worker_mode="thread")),
+              "premade": epoch(model, premade)}, goal, met),
+        Case("loader", f"{name}, 2x wider CNN, 2 worker processes (persistent)",
+             {"burnish": epoch(wide, processes), "premade": epoch(wide, premade)}, goal, met),
+        Case("loader", f"{name}, a 20 ms step off the CPU, 2 worker processes (persistent)",
+             {"burnish": lambda: wait_epoch(processes), "premade": lambda: wait_epoch(premade)},
+             goal, met),
+    ]

@@ -1,4 +1,7 @@
-"""Train a small CNN on MNIST with the Learner (autodiff+ndarray), save it, then read digits."""
+"""Train a small CNN on MNIST with the Learner (autodiff+ndarray), save it, then read digits.
+
+``--backend autodiff+cuda`` (or any autodiff backend) trains elsewhere; the digits are then read
+on the backend it wraps (``cuda``)."""
 
 from __future__ import annotations
 
@@ -43,11 +46,12 @@ def train(args: argparse.Namespace) -> float:
         train_set = PartialDataset(train_set, 0, min(args.limit, len(train_set)))
         valid_set = PartialDataset(valid_set, 0, min(max(args.limit // 4, 1), len(valid_set)))
     bn.seed(0)
-    model = CnnConfig().init(bn.backend("autodiff+ndarray").default_device())
-    # One worker thread builds the next batch while the step runs.
+    model = CnnConfig().init(bn.backend(args.backend).default_device())
+    # One worker process builds the next batches while the step runs, kept from epoch to epoch.
     train_loader = DataLoader(train_set, MnistBatcher(), args.batch_size, shuffle=True,
-                              num_workers=1)
-    valid_loader = DataLoader(valid_set, MnistBatcher(), 500, num_workers=1)
+                              num_workers=1, persistent_workers=True)
+    valid_loader = DataLoader(valid_set, MnistBatcher(), 500, num_workers=1,
+                              persistent_workers=True)
     steps = args.epochs * len(train_loader)
     schedule = optim.CosineAnnealingLr(args.lr, steps, warmup_iters=min(50, steps // 10))
     learner = (LearnerBuilder(args.run_dir)
@@ -70,17 +74,23 @@ def train(args: argparse.Namespace) -> float:
 
 def infer(args: argparse.Namespace) -> None:
     """Print the saved model's predictions beside the labels of the test set's last digits."""
-    model = CnnConfig().init("ndarray").load(args.run_dir / "model.safetensors")
+    device = bn.backend(inference_backend(args.backend)).default_device()
+    model = CnnConfig().init(device).load(args.run_dir / "model.safetensors")
     test = MnistDataset("test", root=args.data)
     # The last digits: held out of training when only the test set's files are there.
     items = [test.get(len(test) - 1 - i) for i in range(args.count)]
-    batch = MnistBatcher().batch(items, "ndarray")
+    batch = MnistBatcher().batch(items, device)
     predictions = model(batch.images).argmax(dim=1).reshape([-1]).tolist()
     for item, prediction in zip(items, predictions):
         mark = "" if prediction == item.label else "  <- wrong"
         print(f"label {item.label}  predicted {prediction}{mark}")
     right = sum(p == item.label for p, item in zip(predictions, items))
     print(f"{right}/{len(items)} right")
+
+
+def inference_backend(name: str) -> str:
+    """The backend an autodiff backend wraps: ``autodiff+cuda`` reads digits on ``cuda``."""
+    return name.removeprefix("autodiff+")
 
 
 def main() -> None:
@@ -90,6 +100,9 @@ def main() -> None:
                              "download MNIST into the cache)")
     parser.add_argument("--run-dir", type=Path, default=Path("runs/mnist"),
                         help="where checkpoints, logs and the model go")
+    parser.add_argument("--backend", default="autodiff+ndarray",
+                        help="an autodiff backend to train on (autodiff+ndarray; e.g. "
+                             "autodiff+cuda); the digits are read on the backend it wraps")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-3, help="peak of the cosine schedule")
@@ -99,6 +112,9 @@ def main() -> None:
     parser.add_argument("--infer-only", action="store_true", help="skip training")
     parser.add_argument("--count", type=int, default=10, help="digits to predict")
     args = parser.parse_args()
+    if not args.backend.startswith("autodiff+"):
+        parser.error(f"--backend must be an autodiff backend to train, e.g. autodiff+"
+                     f"{args.backend}; got {args.backend!r}")
     try:
         if not args.infer_only:
             train(args)

@@ -1,4 +1,5 @@
-"""The DataLoader: batch order, seeding, epochs, resuming, worker threads, the last batch."""
+"""The DataLoader: batch order, seeding, epochs, resuming, workers, the last batch (worker
+processes in more depth: test_data_loader_workers.py)."""
 
 from __future__ import annotations
 
@@ -105,15 +106,17 @@ def test_load_state_dict_refuses_a_state_of_another_setup():
         loader.load_state_dict({"epoch": 0, "position": 9})
 
 
+@pytest.mark.parametrize("mode", ["process", "thread"])
 @pytest.mark.parametrize("num_workers", [1, 3])
-def test_workers_give_the_same_batches(num_workers):
+def test_workers_give_the_same_batches(num_workers, mode):
     data = InMemoryDataset(list(range(23)))
     plain = DataLoader(data, ListBatcher(), 4, shuffle=True, seed=5)
-    threaded = DataLoader(data, ListBatcher(), 4, shuffle=True, seed=5, num_workers=num_workers)
-    assert epochs(plain, 2) == epochs(threaded, 2)
+    workers = DataLoader(data, ListBatcher(), 4, shuffle=True, seed=5, num_workers=num_workers,
+                         worker_mode=mode)
+    assert epochs(plain, 2) == epochs(workers, 2)
 
 
-def test_workers_load_batches_concurrently_ahead_of_the_consumer():
+def test_worker_threads_load_batches_concurrently_ahead_of_the_consumer():
     lock = threading.Lock()
     active = [0, 0]  # now, most at once
 
@@ -127,15 +130,17 @@ def test_workers_load_batches_concurrently_ahead_of_the_consumer():
         return x
 
     data = MapperDataset(InMemoryDataset(list(range(16))), slow)
-    loader = DataLoader(data, ListBatcher(), 2, num_workers=4, prefetch=2)
+    loader = DataLoader(data, ListBatcher(), 2, num_workers=4, prefetch=2, worker_mode="thread")
     assert [x for batch in loader for x in batch] == list(range(16))
     assert active[1] > 1
 
 
-def test_workers_resume_and_stop_early_cleanly():
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_workers_resume_and_stop_early_cleanly(mode):
     data = InMemoryDataset(list(range(40)))
     whole = list(DataLoader(data, ListBatcher(), 4, shuffle=True, seed=2))
-    loader = DataLoader(data, ListBatcher(), 4, shuffle=True, seed=2, num_workers=2)
+    loader = DataLoader(data, ListBatcher(), 4, shuffle=True, seed=2, num_workers=2,
+                        worker_mode=mode)
     seen = []
     for batch in loader:
         seen.append(batch)
@@ -145,14 +150,16 @@ def test_workers_resume_and_stop_early_cleanly():
     assert seen + list(loader) == whole
 
 
-def test_a_batcher_error_reaches_the_consumer_from_a_worker():
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_a_batcher_error_reaches_the_consumer(mode):
     class Failing:
         def batch(self, items, device):
             if 4 in items:
                 raise RuntimeError("bad item 4")
             return items
 
-    loader = DataLoader(InMemoryDataset(list(range(8))), Failing(), 2, num_workers=2)
+    loader = DataLoader(InMemoryDataset(list(range(8))), Failing(), 2, num_workers=2,
+                        worker_mode=mode)
     with pytest.raises(RuntimeError, match="bad item 4"):
         list(loader)
 
@@ -162,6 +169,8 @@ def test_bad_settings_are_refused():
         DataLoader(InMemoryDataset([1]), ListBatcher(), 0)
     with pytest.raises(ValueError, match="num_workers"):
         DataLoader(InMemoryDataset([1]), ListBatcher(), 1, num_workers=-1)
+    with pytest.raises(ValueError, match="worker_mode must be 'process' or 'thread'"):
+        DataLoader(InMemoryDataset([1]), ListBatcher(), 1, worker_mode="processes")
 
 
 def test_mnist_batcher_makes_normalised_float_images_and_int64_targets():
@@ -177,12 +186,18 @@ def test_mnist_batcher_makes_normalised_float_images_and_int64_targets():
     np.testing.assert_allclose(pixels[1, 0, 5, 5], -0.1307 / 0.3081, rtol=1e-6)
 
 
-def test_the_loader_passes_its_device_to_the_batcher():
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_the_loader_passes_its_device_to_the_batcher(mode):
     import burnish as bn
+    from burnish.data import MnistBatch
 
     device = bn.backend("ndarray").default_device()
-    items = [MnistItem(np.zeros((28, 28), np.uint8), i) for i in range(5)]
-    loader = DataLoader(InMemoryDataset(items), MnistBatcher(), 2, device=device, num_workers=2)
+    items = [MnistItem(np.full((28, 28), i, np.uint8), i) for i in range(5)]
+    loader = DataLoader(InMemoryDataset(items), MnistBatcher(), 2, device=device, num_workers=2,
+                        worker_mode=mode)
     batches = list(loader)
+    assert all(isinstance(b, MnistBatch) for b in batches)
     assert [b.targets.tolist() for b in batches] == [[0, 1], [2, 3], [4]]
     assert all(b.images.device == device for b in batches)
+    expected = MnistBatcher().batch(items[2:4], device)
+    np.testing.assert_array_equal(batches[1].images.to_numpy(), expected.images.to_numpy())

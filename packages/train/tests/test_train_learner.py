@@ -8,7 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from train_toy import ToyLoader, toy_builder, toy_data_loader, toy_model, weights
+from train_toy import (
+    ToyLoader,
+    toy_builder,
+    toy_data_loader,
+    toy_model,
+    toy_worker_loader,
+    weights,
+)
 
 from burnish import optim, record
 from burnish.train import (
@@ -72,7 +79,7 @@ def test_resume_after_an_epoch_gives_the_same_weights(tmp_path):
     assert learner.scheduler.iteration == 18
 
 
-@pytest.mark.parametrize("loader", [ToyLoader, toy_data_loader])
+@pytest.mark.parametrize("loader", [ToyLoader, toy_data_loader, toy_worker_loader])
 def test_resume_mid_epoch_gives_the_same_weights(tmp_path, loader):
     _, straight = fit(tmp_path / "straight", loader=loader)
     calls = []

@@ -65,13 +65,18 @@ class ToyBatcher:
         return Tensor.from_data(x, "ndarray"), Tensor.from_data(y, "ndarray")
 
 
-def toy_data_loader(shuffle: bool = True):
+def toy_data_loader(shuffle: bool = True, **workers):
     """The toy data through burnish.data's DataLoader (seeded shuffling, positions)."""
     from burnish.data import DataLoader, InMemoryDataset
 
     data = ToyLoader()
     items = InMemoryDataset(list(zip(data.x, data.y.tolist())))
-    return DataLoader(items, ToyBatcher(), batch_size=16, shuffle=shuffle, seed=3)
+    return DataLoader(items, ToyBatcher(), batch_size=16, shuffle=shuffle, seed=3, **workers)
+
+
+def toy_worker_loader(shuffle: bool = True):
+    """``toy_data_loader`` read by 2 persistent worker processes."""
+    return toy_data_loader(shuffle, num_workers=2, persistent_workers=True)
 
 
 def toy_builder(run_dir, epochs: int = 3) -> LearnerBuilder:

@@ -19,6 +19,7 @@ from .image_folder import ImageFolderDataset, ImageItem
 from .images import read_image
 from .loader import DataLoader
 from .mnist import MnistDataset, MnistItem
+from .workers import WorkerError, WorkerInfo, get_worker_info
 
 __all__ = [
     "Batcher",
@@ -40,7 +41,10 @@ __all__ = [
     "SamplerDataset",
     "ShuffledDataset",
     "WindowsDataset",
+    "WorkerError",
+    "WorkerInfo",
     "cache_dir",
+    "get_worker_info",
     "read_idx",
     "read_image",
 ]

@@ -20,6 +20,13 @@ class Batcher(Protocol):
 
     ``batch`` may run on a DataLoader's worker thread; ``device`` is where the tensors go
     (``None``: the default backend's default device).
+
+    A batcher may also split ``batch`` in two, so that a DataLoader's worker processes do the
+    collating: ``collate(items)`` returns NumPy arrays and plain Python values (it runs in the
+    worker, and its result is pickled back), and ``to_tensors(collated, device)`` makes the
+    batch from them in the loader's process. ``batch(items, device)`` must then equal
+    ``to_tensors(collate(items), device)``. Without the pair, process workers send back the
+    items they read and ``batch`` runs in the loader's process.
     """
 
     def batch(self, items: list[Any], device: Device | None) -> Any: ...
@@ -38,12 +45,22 @@ class MnistBatcher:
     """Stacks ``MnistItem``s (anything with a uint8 ``image`` [28, 28] and an int ``label``)."""
 
     def batch(self, items: list[Any], device: Device | None = None) -> MnistBatch:
+        return self.to_tensors(self.collate(items), device)
+
+    def collate(self, items: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """The normalised images (float32 ``[batch, 1, 28, 28]``) and the targets (int64)."""
         if not items:
             raise ValueError("cannot make an MNIST batch of no items")
         pixels = np.stack([np.asarray(item.image) for item in items]).astype(np.float32)
         pixels = (pixels / 255.0 - MNIST_MEAN) / MNIST_STD
         images = pixels.reshape(len(items), 1, *pixels.shape[1:]).astype(np.float32)
         targets = np.array([int(item.label) for item in items], dtype=np.int64)
+        return images, targets
+
+    def to_tensors(
+        self, collated: tuple[np.ndarray, np.ndarray], device: Device | None = None
+    ) -> MnistBatch:
+        images, targets = collated
         return MnistBatch(
             images=Tensor.from_numpy(images, device), targets=Tensor.from_numpy(targets, device)
         )

@@ -1,9 +1,11 @@
-"""The DataLoader: batches of a dataset in a seeded order, built ahead on worker threads."""
+"""The DataLoader: batches of a dataset in a seeded order, built ahead by worker processes or
+threads."""
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -13,6 +15,9 @@ from burnish import Device
 
 from .batcher import Batcher
 from .dataset import Dataset
+from .workers import ProcessWorkers, WorkerInfo, seeded_generators, set_worker_info
+
+WORKER_MODES = ("process", "thread")
 
 
 class DataLoader:
@@ -22,9 +27,29 @@ class DataLoader:
     - ``shuffle``: each epoch reads the items in a new random order, fixed by ``(seed, epoch)``;
       without it, in index order.
     - ``drop_last``: leave out a last batch smaller than ``batch_size`` (kept by default).
-    - ``num_workers > 0``: batches are built on that many threads, ``prefetch`` batches per worker
-      in flight ahead of the one being consumed, so loading overlaps the training step. The
-      batches and their order are the same as without workers.
+    - ``num_workers > 0``: batches are built by that many workers, ``prefetch`` batches per
+      worker in flight ahead of the one being consumed, so loading overlaps the training step.
+      The batches and their order are the same as without workers.
+    - ``worker_mode="process"`` (the default): the workers are processes, which run Python item
+      work (decoding, augmentation) in parallel with the training step. Each reads the items of
+      whole batches (``dataset.get``) and, when the batcher has ``collate`` and ``to_tensors``,
+      collates them into NumPy arrays; the loader's process makes the tensors
+      (``to_tensors``, or ``batch`` on the items read for other batchers), so tensors never
+      cross processes. The dataset and batcher are pickled to the workers
+      (``multiprocessing_context``: "forkserver" where there is one, else "spawn"; "fork" shares
+      them unpickled), and ``worker_init_fn(worker_id)`` runs in each worker once it starts.
+      ``persistent_workers`` keeps the processes from one epoch to the next (until ``close()``
+      or garbage collection) instead of starting them at each iteration. An exception raised in
+      a worker is raised here as itself, with a note naming the worker, the item and the
+      worker's traceback. As with any multiprocessing, the workers import the main script
+      again: keep its work under ``if __name__ == "__main__":``.
+    - ``worker_mode="thread"``: the workers are threads running ``batcher.batch``; they share
+      this process's objects (nothing is pickled) and the GIL, so they help when the loading
+      releases it (file reads, zlib, large NumPy operations).
+    - Without workers and with process workers, each batch is built with Python's ``random`` and
+      NumPy's global generator seeded from ``(seed, epoch, position)`` (and restored after), so
+      augmentations drawn from them are the same whichever worker builds the batch, and after a
+      resume. Threads share those generators: draw from per-item generators there.
 
     The loader keeps its place: ``epoch`` (the epoch the next iteration reads) advances when an
     iteration runs to its end, and ``position`` counts the batches already handed out in the
@@ -45,6 +70,10 @@ class DataLoader:
         prefetch: int = 2,
         drop_last: bool = False,
         device: Device | None = None,
+        worker_mode: str = "process",
+        persistent_workers: bool = False,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context: str | None = None,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -52,6 +81,8 @@ class DataLoader:
             raise ValueError(f"num_workers must be 0 or more, got {num_workers}")
         if prefetch < 1:
             raise ValueError(f"prefetch must be at least 1, got {prefetch}")
+        if worker_mode not in WORKER_MODES:
+            raise ValueError(f"worker_mode must be 'process' or 'thread', got {worker_mode!r}")
         self.dataset = dataset
         self.batcher = batcher
         self.batch_size = batch_size
@@ -61,8 +92,25 @@ class DataLoader:
         self.prefetch = prefetch
         self.drop_last = drop_last
         self.device = device
+        self.worker_mode = worker_mode
+        self.persistent_workers = persistent_workers
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
         self.epoch = 0
         self.position = 0
+        self.workers: ProcessWorkers | None = None
+
+    def close(self) -> None:
+        """Stop the persistent worker processes now (garbage collection does it otherwise); a
+        later iteration starts new ones."""
+        if self.workers is not None:
+            self.workers.shutdown()
+            self.workers = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["workers"] = None  # processes belong to the loader they were started for
+        return state
 
     def __len__(self) -> int:
         """The number of batches of one epoch."""
@@ -134,18 +182,64 @@ class DataLoader:
         batches = self.batch_indices(self.epoch)[self.position :]
         if self.num_workers == 0:
             for indices in batches:
-                batch = self.load(indices)
+                with seeded_generators(self.seed, self.epoch, self.position):
+                    batch = self.load(indices)
                 self.position += 1
                 yield batch
+        elif self.worker_mode == "process":
+            yield from self.iterate_with_processes(batches)
         else:
-            yield from self.iterate_with_workers(batches)
+            yield from self.iterate_with_threads(batches)
         self.epoch += 1
         self.position = 0
 
-    def iterate_with_workers(self, batches: list[list[int]]) -> Iterator[Any]:
+    def iterate_with_processes(self, batches: list[list[int]]) -> Iterator[Any]:
+        collating = hasattr(self.batcher, "collate") and hasattr(self.batcher, "to_tensors")
+        if self.persistent_workers and self.workers is not None and self.workers.alive:
+            workers = self.workers
+        else:
+            workers = ProcessWorkers(
+                self.dataset, self.batcher if collating else None, self.num_workers, self.seed,
+                self.worker_init_fn, self.multiprocessing_context,
+            )
+            if self.persistent_workers:
+                self.workers = workers
+        tasks = list(enumerate(batches, self.position))
+        ahead = self.num_workers * self.prefetch
+        keep = self.persistent_workers
+        try:
+            for payload in workers.run(self.seed, self.epoch, tasks, ahead):
+                if collating:
+                    batch = self.batcher.to_tensors(payload, self.device)
+                else:
+                    batch = self.batcher.batch(payload, self.device)
+                self.position += 1
+                yield batch
+        except GeneratorExit:  # a loop left early: the workers are fine, their tasks skipped
+            raise
+        except BaseException:
+            keep = False  # an interrupted queue read, a dead worker: start afresh next time
+            raise
+        finally:
+            if not keep:
+                workers.shutdown()
+                if self.workers is workers:
+                    self.workers = None
+
+    def iterate_with_threads(self, batches: list[list[int]]) -> Iterator[Any]:
         in_flight: deque[Future] = deque()
         pending = iter(batches)
-        executor = ThreadPoolExecutor(self.num_workers, thread_name_prefix="burnish-data")
+        ids = itertools.count()
+
+        def start_thread() -> None:
+            worker_id = next(ids)
+            set_worker_info(WorkerInfo(worker_id, self.num_workers, self.seed, self.dataset))
+            if self.worker_init_fn is not None:
+                self.worker_init_fn(worker_id)
+
+        executor = ThreadPoolExecutor(
+            self.num_workers, thread_name_prefix="burnish-data", initializer=start_thread
+        )
         try:
             for indices in pending:
                 in_flight.append(executor.submit(self.load, indices))
