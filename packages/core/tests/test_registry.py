@@ -15,7 +15,11 @@ def test_backends_are_shared():
     assert bn.backend("ndarray") is bn.backend("ndarray")
 
 
-def test_missing_backend_names_its_package():
+def test_missing_backend_names_its_package(monkeypatch):
+    # As if burnish-backend-wgpu were not installed, whether or not this environment has it.
+    infos = {k: v for k, v in registry.backend_infos().items() if k != "wgpu"}
+    monkeypatch.setattr(registry, "_infos", infos)
+    monkeypatch.setattr(registry, "_instances", {})
     with pytest.raises(bn.BackendNotInstalledError, match="pip install burnish-backend-wgpu"):
         bn.backend("wgpu")
 

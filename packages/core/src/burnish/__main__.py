@@ -28,12 +28,14 @@ def info() -> int:
     for name, meta in sorted(infos.items()):
         try:
             backend = registry.backend(name)
-            devices = ", ".join(str(d) for d in backend.devices())
+            devices = ", ".join(_device_line(backend, d) for d in backend.devices())
             dtypes = ", ".join(d.name for d in backend.dtypes(backend.default_device()))
             print(f"  {name:<10} {meta.package:<28} devices: {devices}")
             print(f"  {'':<10} {meta.description or '':<28} dtypes: {dtypes}")
-        except (BurnishError, ImportError, OSError, RuntimeError) as error:
+        except BurnishError as error:
             print(f"  {name:<10} {meta.package:<28} unavailable: {error}")
+        except Exception as error:  # a driver or a plugin that fails: say so, list the rest
+            print(f"  {name:<10} {meta.package:<28} unavailable: {type(error).__name__}: {error}")
     decorators = registry.decorator_infos()
     if decorators:
         print("\nBackend decorators (use as NAME+backend, e.g. autodiff+ndarray):")
@@ -45,6 +47,11 @@ def info() -> int:
     for fmt in formats().values():
         print(f"  {fmt.name:<12} {fmt.extension}")
     return 0
+
+
+def _device_line(backend, device) -> str:
+    described = backend.describe_device(device)
+    return f"{device} ({described})" if described else str(device)
 
 
 def main(argv: list[str] | None = None) -> int:

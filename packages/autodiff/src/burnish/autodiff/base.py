@@ -80,6 +80,12 @@ class AutodiffBase(BackendBase):
     def dtypes(self, device: Device) -> tuple[DType, ...]:
         return self._inner.dtypes(device.native)
 
+    def describe_device(self, device: Device) -> str:
+        return self._inner.describe_device(device.native)
+
+    def unsupported_reason(self, dtype: DType, device: Device) -> str:
+        return self._inner.unsupported_reason(dtype, device.native)
+
     def seed(self, seed: int) -> None:
         self._inner.seed(seed)
 

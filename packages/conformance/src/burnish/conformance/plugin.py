@@ -11,7 +11,7 @@ import pytest
 import burnish
 from burnish import DType
 from burnish.backend import AutodiffOps
-from burnish.conformance import compare
+from burnish.conformance import compare, gradcheck
 from burnish.errors import BurnishError
 
 _HERE = Path(__file__).resolve().parent
@@ -125,6 +125,13 @@ def device(request: pytest.FixtureRequest) -> Any:
 def dtypes(backend: Any, device: Any) -> tuple[DType, ...]:
     """The dtypes the device under test supports."""
     return tuple(backend.dtypes(device))
+
+
+@pytest.fixture(scope="session")
+def grad_dtype(device: Any) -> DType:
+    """The dtype of the gradient tests: float64 where the device under test has it, else
+    float32 (see ``burnish.conformance.gradcheck``)."""
+    return gradcheck.grad_dtype(device)
 
 
 @pytest.fixture(scope="session")

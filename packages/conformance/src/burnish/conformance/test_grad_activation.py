@@ -10,6 +10,8 @@ from burnish import float64
 from burnish.conformance.gradcheck import check_gradients
 from burnish.conformance.samples import sample
 
+# Gradients are float64 where the device has it, else float32 (WebGPU), checked against
+# finite differences in float64 (see burnish.conformance.gradcheck).
 pytestmark = pytest.mark.requires_autodiff
 
 X = sample((3, 4), float64, -3.0, 3.0)

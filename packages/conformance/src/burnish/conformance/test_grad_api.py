@@ -7,28 +7,33 @@ import numpy as np
 import pytest
 
 from burnish import AutodiffError, DTypeError, Tensor, float64
-from burnish.conformance.gradcheck import gradient
+from burnish.conformance.gradcheck import assert_gradient, grad_dtype, gradient
 from burnish.conformance.samples import sample
 
+# Gradients are float64 where the device has it, else float32 (WebGPU), checked against
+# finite differences in float64 (see burnish.conformance.gradcheck).
 pytestmark = pytest.mark.requires_autodiff
 
 
 def leaf(device, shape=(2, 3), key=0):
-    return Tensor.from_data(sample(shape, float64, key=key), device).require_grad()
+    """A leaf of the gradient dtype (float64, else float32: see gradcheck)."""
+    return Tensor.from_data(sample(shape, float64, key=key), device,
+                            grad_dtype(device)).require_grad()
 
 
-def test_grad_is_a_tensor_of_the_inner_backend(device, backend):
+def test_grad_is_a_tensor_of_the_inner_backend(device, backend, grad_dtype):
     x = leaf(device)
+    assert x.dtype is grad_dtype
     grads = (x * 2.0).backward()
     grad = x.grad(grads)
     assert grad.backend is backend.inner_backend
-    assert grad.dtype is float64 and list(grad.shape) == [2, 3]
+    assert grad.dtype is grad_dtype and list(grad.shape) == [2, 3]
     np.testing.assert_array_equal(grad.to_numpy(), np.full((2, 3), 2.0))
     assert not grad.is_require_grad()
 
 
-def test_require_grad_marks_leaves(device):
-    x = Tensor.from_data(sample((2, 3), float64), device)
+def test_require_grad_marks_leaves(device, grad_dtype):
+    x = Tensor.from_data(sample((2, 3), float64), device, grad_dtype)
     assert not x.is_require_grad()
     y = x.require_grad()
     assert y.is_require_grad() and y.require_grad() is y
@@ -44,7 +49,7 @@ def test_require_grad_marks_leaves(device):
 def test_detach_stops_the_gradient(device):
     x = leaf(device)
     grads = (x.detach() * x).backward()
-    np.testing.assert_allclose(gradient(x, grads), x.to_numpy())
+    assert_gradient(x, grads, x.to_numpy())
     assert not x.detach().is_require_grad()
 
 
@@ -55,8 +60,8 @@ def test_a_leaf_that_nothing_reaches_has_no_gradient(device):
     assert (x * 3.0).grad(grads) is None  # not a leaf
 
 
-def test_backward_of_an_untracked_tensor_gives_no_gradients(device):
-    x = Tensor.from_data(sample((2, 3), float64), device)
+def test_backward_of_an_untracked_tensor_gives_no_gradients(device, grad_dtype):
+    x = Tensor.from_data(sample((2, 3), float64), device, grad_dtype)
     grads = (x * 2.0).backward()
     assert len(grads) == 0
 
@@ -71,10 +76,10 @@ def test_backward_of_int_and_bool_tensors_is_an_error(device):
 
 def test_no_gradient_through_comparisons_indices_and_rounding(device):
     x = leaf(device)
-    mask = (x > 0).float().double()
-    grads = (mask * x + x.argmax(1, keepdim=True).double() + x.round()).backward()
+    mask = (x > 0).float().cast(x.dtype)
+    grads = (mask * x + x.argmax(1, keepdim=True).cast(x.dtype) + x.round()).backward()
     np.testing.assert_array_equal(gradient(x, grads), mask.to_numpy())
-    grads = (x.int().double() + x.sign() + x.floor() + x.ceil()).backward()
+    grads = (x.int().cast(x.dtype) + x.sign() + x.floor() + x.ceil()).backward()
     assert len(grads) == 0
 
 

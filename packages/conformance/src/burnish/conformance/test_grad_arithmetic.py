@@ -6,10 +6,13 @@ import numpy as np
 import pytest
 
 import burnish
-from burnish import Tensor, float32, float64
-from burnish.conformance.gradcheck import check_gradients, gradient
+from burnish import Tensor, bfloat16, float16, float32, float64
+from burnish.conformance.gradcheck import FLOAT32_SCALE, assert_gradient, check_gradients, gradient
 from burnish.conformance.samples import sample
+from burnish.tensor_data import tolerance
 
+# Gradients are float64 where the device has it, else float32 (WebGPU), checked against
+# finite differences in float64 (see burnish.conformance.gradcheck).
 pytestmark = pytest.mark.requires_autodiff
 
 
@@ -110,22 +113,22 @@ def test_same_tensor_on_both_sides(device):
     check_gradients(lambda x: x * x + x / (x.abs() + 1.0), values((3,)), device=device)
 
 
-def test_broadcast_gradient_by_hand(device):
+def test_broadcast_gradient_by_hand(device, grad_dtype):
     # d sum(a + b) / da for a [3, 1] and b [4]: every element of a meets 4 of b, and each
     # element of b meets 3 of a.
-    a = Tensor.from_data(values((3, 1)), device, float64).require_grad()
-    b = Tensor.from_data(values((4,), key=1), device, float64).require_grad()
+    a = Tensor.from_data(values((3, 1)), device, grad_dtype).require_grad()
+    b = Tensor.from_data(values((4,), key=1), device, grad_dtype).require_grad()
     grads = (a + b).backward()
     np.testing.assert_array_equal(gradient(a, grads), np.full((3, 1), 4.0))
     np.testing.assert_array_equal(gradient(b, grads), np.full((4,), 3.0))
     grads = (a * b).sum().backward()
-    np.testing.assert_allclose(gradient(a, grads), np.full((3, 1), b.to_numpy().sum()))
-    np.testing.assert_allclose(gradient(b, grads), np.full((4,), a.to_numpy().sum()))
+    assert_gradient(a, grads, np.full((3, 1), b.to_numpy().astype(np.float64).sum()))
+    assert_gradient(b, grads, np.full((4,), a.to_numpy().astype(np.float64).sum()))
 
 
-def test_maximum_ties_split_the_gradient(device):
-    a = Tensor.from_data([1.0, 2.0, 3.0], device, float64).require_grad()
-    b = Tensor.from_data([1.0, 5.0, 0.0], device, float64).require_grad()
+def test_maximum_ties_split_the_gradient(device, grad_dtype):
+    a = Tensor.from_data([1.0, 2.0, 3.0], device, grad_dtype).require_grad()
+    b = Tensor.from_data([1.0, 5.0, 0.0], device, grad_dtype).require_grad()
     grads = a.maximum(b).backward()
     np.testing.assert_array_equal(gradient(a, grads), [0.5, 0.0, 1.0])
     np.testing.assert_array_equal(gradient(b, grads), [0.5, 1.0, 0.0])
@@ -134,17 +137,17 @@ def test_maximum_ties_split_the_gradient(device):
     np.testing.assert_array_equal(gradient(b, grads), [0.5, 0.0, 1.0])
 
 
-def test_pow_conventions_at_zero(device):
+def test_pow_conventions_at_zero(device, grad_dtype):
     # PyTorch's: d(x ** 0)/dx is 0 even at x = 0; d(0 ** y)/dy is 0 for y >= 0.
-    x = Tensor.from_data([0.0, 2.0], device, float64).require_grad()
-    y = Tensor.from_data([0.0, 2.0], device, float64).require_grad()
+    x = Tensor.from_data([0.0, 2.0], device, grad_dtype).require_grad()
+    y = Tensor.from_data([0.0, 2.0], device, grad_dtype).require_grad()
     grads = x.pow(y).backward()
-    np.testing.assert_allclose(gradient(x, grads), [0.0, 4.0])
-    np.testing.assert_allclose(gradient(y, grads), [0.0, 4.0 * np.log(2.0)])
+    assert_gradient(x, grads, [0.0, 4.0])
+    assert_gradient(y, grads, [0.0, 4.0 * np.log(2.0)])
 
 
-def test_clamp_passes_the_gradient_at_its_bounds(device):
-    x = Tensor.from_data([-2.0, -1.0, 0.0, 1.0, 2.0], device, float64).require_grad()
+def test_clamp_passes_the_gradient_at_its_bounds(device, grad_dtype):
+    x = Tensor.from_data([-2.0, -1.0, 0.0, 1.0, 2.0], device, grad_dtype).require_grad()
     grads = x.clamp(-1.0, 1.0).backward()
     np.testing.assert_array_equal(gradient(x, grads), [0.0, 1.0, 1.0, 1.0, 0.0])
 
@@ -161,48 +164,61 @@ def test_matmul(shapes, device):
     check_gradients(lambda x, y: x.matmul(y), a, b, device=device, key=shapes)
 
 
-def test_matmul_by_hand(device):
-    a = Tensor.from_data(values((3, 4), key=1), device, float64).require_grad()
-    b = Tensor.from_data(values((4, 2), key=2), device, float64).require_grad()
+def test_matmul_by_hand(device, grad_dtype):
+    a = Tensor.from_data(values((3, 4), key=1), device, grad_dtype).require_grad()
+    b = Tensor.from_data(values((4, 2), key=2), device, grad_dtype).require_grad()
     grads = a.matmul(b).backward()
     ones = np.ones((3, 2))
-    np.testing.assert_allclose(gradient(a, grads), ones @ b.to_numpy().T)
-    np.testing.assert_allclose(gradient(b, grads), a.to_numpy().T @ ones)
+    assert_gradient(a, grads, ones @ b.to_numpy().astype(np.float64).T)
+    assert_gradient(b, grads, a.to_numpy().astype(np.float64).T @ ones)
 
 
 # -- casts, masks ---------------------------------------------------------------------------------
 
 
-def test_cast_between_floats(device, require_dtype):
-    require_dtype(float32)
-    # Linear, computed in float32 on the way: a large step keeps float32 rounding negligible.
-    check_gradients(lambda x: (x.cast(float32) * 3.0).cast(float64), values((2, 3)),
-                    device=device, eps=0.25, rtol=1e-5, atol=1e-5)
-    x = Tensor.from_data(values((2, 3)), device, float64).require_grad()
-    grads = x.cast(float32).backward()
+def test_cast_between_floats(device, grad_dtype, dtypes):
+    # Through a float dtype narrower than the gradient's: float32 under float64 gradients, else
+    # float16 or bfloat16.
+    narrower = next((d for d in (float32, float16, bfloat16)
+                     if d.itemsize < grad_dtype.itemsize and d in dtypes), None)
+    if narrower is None:
+        pytest.skip(f"{device} has no float dtype narrower than {grad_dtype}")
+    # Linear, computed in the narrower dtype on the way: multiples of 1/8 and a step of 1/4 keep
+    # the forward exact there. The gradient is rounded to it on the way back, so the check gets
+    # its tolerance (check_gradients scales a float32 check's by FLOAT32_SCALE).
+    tol = tolerance(narrower)[0] / (1.0 if grad_dtype is float64 else FLOAT32_SCALE)
+    check_gradients(lambda x: (x.cast(narrower) * 3.0).cast(x.dtype),
+                    np.round(values((2, 3)) * 8.0) / 8.0, device=device, eps=0.25, rtol=tol,
+                    atol=tol)
+    x = Tensor.from_data(values((2, 3)), device, grad_dtype).require_grad()
+    grads = x.cast(narrower).backward()
     grad = x.grad(grads)
-    assert grad.dtype is float64
+    assert grad.dtype is grad_dtype
     np.testing.assert_array_equal(grad.to_numpy(), np.ones((2, 3)))
 
 
-def test_cast_to_int_has_no_gradient(device):
-    x = Tensor.from_data(values((2, 3)), device, float64).require_grad()
-    grads = (x.int().float().double() * x).backward()
+def test_cast_to_int_has_no_gradient(device, grad_dtype):
+    x = Tensor.from_data(values((2, 3)), device, grad_dtype).require_grad()
+    grads = (x.int().float().cast(x.dtype) * x).backward()
     np.testing.assert_array_equal(gradient(x, grads), np.trunc(x.to_numpy()))
 
 
 MASK = np.array([[True, False, True], [False, False, True]])
 
 
+# The masks are made on the inputs' device: float32 gradient checks evaluate the same function
+# on the reference backend too (see gradcheck).
+
+
 def test_where(device):
-    check_gradients(lambda x, y: burnish.where(Tensor.from_data(MASK, device), x, y),
+    check_gradients(lambda x, y: burnish.where(Tensor.from_data(MASK, x.device), x, y),
                     values((2, 3)), values((3,), key=1), device=device)
-    check_gradients(lambda x: burnish.where(Tensor.from_data(MASK, device), x, 0.5),
+    check_gradients(lambda x: burnish.where(Tensor.from_data(MASK, x.device), x, 0.5),
                     values((1, 3)), device=device)
 
 
 def test_mask_fill_and_mask_where(device):
-    check_gradients(lambda x: x.mask_fill(Tensor.from_data(MASK[0], device), 7.0),
+    check_gradients(lambda x: x.mask_fill(Tensor.from_data(MASK[0], x.device), 7.0),
                     values((2, 3)), device=device)
-    check_gradients(lambda x, v: x.mask_where(Tensor.from_data(MASK, device), v),
+    check_gradients(lambda x, v: x.mask_where(Tensor.from_data(MASK, x.device), v),
                     values((2, 3)), values((2, 3), key=1), device=device)

@@ -10,6 +10,8 @@ from burnish import Tensor, float64
 from burnish.conformance.gradcheck import check_gradients, gradient
 from burnish.conformance.samples import sample
 
+# Gradients are float64 where the device has it, else float32 (WebGPU), checked against
+# finite differences in float64 (see burnish.conformance.gradcheck).
 pytestmark = pytest.mark.requires_autodiff
 
 X = sample((2, 3, 4), float64)
@@ -71,8 +73,11 @@ def test_slice_assign(device):
 
 
 def test_cat_of_tracked_and_constant(device):
-    constant = Tensor.from_data(sample((2, 2, 4), float64, key=3), device)
-    check_gradients(lambda x: burnish.cat([constant, x], 1), X, device=device)
+    # Made on the input's device in its dtype: float32 gradient checks evaluate the function on
+    # the reference backend too (see gradcheck).
+    constant = sample((2, 2, 4), float64, key=3)
+    check_gradients(lambda x: burnish.cat([Tensor.from_data(constant, x.device, x.dtype), x], 1),
+                    X, device=device)
 
 
 INDICES = np.array([[[0, 2, 1, 1], [2, 2, 0, 1]], [[1, 0, 0, 2], [0, 1, 2, 2]]])
@@ -99,7 +104,7 @@ def test_select_add(device):
                     device=device)
 
 
-def test_gather_repeated_indices_by_hand(device):
-    x = Tensor.from_data([1.0, 2.0, 3.0], device, float64).require_grad()
+def test_gather_repeated_indices_by_hand(device, grad_dtype):
+    x = Tensor.from_data([1.0, 2.0, 3.0], device, grad_dtype).require_grad()
     grads = x.gather(0, Tensor.from_data([2, 2, 0, 2], device)).backward()
     np.testing.assert_array_equal(gradient(x, grads), [1.0, 0.0, 3.0])

@@ -10,9 +10,11 @@ import pytest
 
 import burnish.functional as F
 from burnish import Tensor, float64
-from burnish.conformance.gradcheck import check_gradients, gradient
+from burnish.conformance.gradcheck import assert_gradient, check_gradients, gradient, rounded
 from burnish.conformance.samples import rng, sample
 
+# Gradients are float64 where the device has it, else float32 (WebGPU), checked against
+# finite differences in float64 (see burnish.conformance.gradcheck).
 pytestmark = pytest.mark.requires_autodiff
 
 
@@ -64,17 +66,17 @@ def test_conv_transpose(case, device):
                     x, w, bias, device=device, key=case)
 
 
-def test_strided_grouped_dilated_conv_by_hand(device):
+def test_strided_grouped_dilated_conv_by_hand(device, grad_dtype):
     # out[b, o, i, j] = sum over the group's channels c and taps (p, q) of
     # x_padded[b, c, i * stride + p * dilation, j * stride + q * dilation] * w[o, c, p, q].
     stride, padding, dilation, groups = 2, 1, 2, 2
-    x = sample((2, 4, 7, 6), float64, key=1)
-    w = sample((4, 2, 3, 2), float64, key=2)
-    xt = Tensor.from_data(x, device).require_grad()
-    wt = Tensor.from_data(w, device).require_grad()
+    x = rounded(sample((2, 4, 7, 6), float64, key=1), grad_dtype)
+    w = rounded(sample((4, 2, 3, 2), float64, key=2), grad_dtype)
+    xt = Tensor.from_data(x, device, grad_dtype).require_grad()
+    wt = Tensor.from_data(w, device, grad_dtype).require_grad()
     out = F.conv2d(xt, wt, None, stride, padding, dilation, groups)
-    upstream = sample(tuple(out.shape), float64, key=3)
-    grads = (out * Tensor.from_data(upstream, device)).sum().backward()
+    upstream = rounded(sample(tuple(out.shape), float64, key=3), grad_dtype)
+    grads = (out * Tensor.from_data(upstream, device, grad_dtype)).sum().backward()
     padded = np.pad(x, [(0, 0), (0, 0), (padding, padding), (padding, padding)])
     x_grad, w_grad = np.zeros_like(padded), np.zeros_like(w)
     batch, out_channels, height, width = upstream.shape
@@ -89,14 +91,14 @@ def test_strided_grouped_dilated_conv_by_hand(device):
             w_grad[o, c, p, q] += upstream[b, o, i, j] * padded[b, channel, row, col]
             x_grad[b, channel, row, col] += upstream[b, o, i, j] * w[o, c, p, q]
     x_grad = x_grad[:, :, padding:-padding, padding:-padding]
-    np.testing.assert_allclose(gradient(xt, grads), x_grad, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(gradient(wt, grads), w_grad, rtol=1e-12, atol=1e-12)
+    assert_gradient(xt, grads, x_grad, rtol=1e-12, atol=1e-12)
+    assert_gradient(wt, grads, w_grad, rtol=1e-12, atol=1e-12)
 
 
-def test_conv_bias_gradient_by_hand(device):
-    x = Tensor.from_data(sample((3, 2, 5, 4), float64), device)
-    w = Tensor.from_data(sample((4, 2, 2, 2), float64, key=1), device)
-    bias = Tensor.from_data(np.zeros(4), device).require_grad()
+def test_conv_bias_gradient_by_hand(device, grad_dtype):
+    x = Tensor.from_data(sample((3, 2, 5, 4), float64), device, grad_dtype)
+    w = Tensor.from_data(sample((4, 2, 2, 2), float64, key=1), device, grad_dtype)
+    bias = Tensor.from_data(np.zeros(4), device, grad_dtype).require_grad()
     grads = F.conv2d(x, w, bias).backward()
     np.testing.assert_array_equal(gradient(bias, grads), np.full(4, 3 * 4 * 3))
 
@@ -141,8 +143,8 @@ def test_max_pool(case, device):
                                                       ceil_mode)[0], x, device=device, key=case)
 
 
-def test_max_pool_ties_go_to_the_returned_index(device):
-    x = Tensor.from_data(np.ones((1, 1, 3, 3)), device).require_grad()
+def test_max_pool_ties_go_to_the_returned_index(device, grad_dtype):
+    x = Tensor.from_data(np.ones((1, 1, 3, 3)), device, grad_dtype).require_grad()
     values, indices = F.max_pool2d_with_indices(x, 2, 1)
     grads = values.backward()
     expected = np.zeros(9)
@@ -187,21 +189,21 @@ def test_interpolate(case, mode, align_corners, device):
                     sample(shape, float64), device=device, key=(case, mode, align_corners))
 
 
-def test_interpolate_by_hand(device):
-    x = Tensor.from_data(sample((1, 1, 2, 2), float64), device).require_grad()
+def test_interpolate_by_hand(device, grad_dtype):
+    x = Tensor.from_data(sample((1, 1, 2, 2), float64), device, grad_dtype).require_grad()
     # Nearest 2 -> 4: every input element is copied to a 2 x 2 block.
     grads = F.interpolate(x, (4, 4), mode="nearest").backward()
     np.testing.assert_array_equal(gradient(x, grads), np.full((1, 1, 2, 2), 4.0))
     # Bilinear 2 -> 3 with aligned corners: rows are x0, (x0 + x1) / 2, x1, so each input
     # counts 1.5 times per dim.
     grads = F.interpolate(x, (3, 3), mode="bilinear", align_corners=True).backward()
-    np.testing.assert_allclose(gradient(x, grads), np.full((1, 1, 2, 2), 2.25))
+    assert_gradient(x, grads, np.full((1, 1, 2, 2), 2.25))
     # Bilinear 2 -> 4, half pixel: sources -0.25 (clamped to 0), 0.25, 0.75, 1.25 (border).
     row = np.array([[1.0, 0.0], [0.75, 0.25], [0.25, 0.75], [0.0, 1.0]])
-    weights = sample((4, 4), float64, key=2)
-    upstream = Tensor.from_data(weights.reshape(1, 1, 4, 4), device)
+    weights = rounded(sample((4, 4), float64, key=2), grad_dtype)
+    upstream = Tensor.from_data(weights.reshape(1, 1, 4, 4), device, grad_dtype)
     grads = (F.interpolate(x, (4, 4), mode="bilinear") * upstream).backward()
-    np.testing.assert_allclose(gradient(x, grads)[0, 0], row.T @ weights @ row, rtol=1e-6)
+    assert_gradient(x, grads, (row.T @ weights @ row).reshape(1, 1, 2, 2), rtol=1e-6)
 
 
 # -- embedding and unfold -------------------------------------------------------------------------

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 from burnish import Tensor, float64
-from burnish.conformance.gradcheck import check_gradients, gradient
+from burnish.conformance.gradcheck import assert_gradient, check_gradients, gradient
 from burnish.conformance.samples import rng, sample
 
+# Gradients are float64 where the device has it, else float32 (WebGPU), checked against
+# finite differences in float64 (see burnish.conformance.gradcheck).
 pytestmark = pytest.mark.requires_autodiff
 
 SHAPE = (2, 3, 4)
@@ -48,20 +50,20 @@ def test_reduction(name, dim, keepdim, device):
                     key=(name, dim, keepdim))
 
 
-def test_keepdim_reductions_by_hand(device):
-    x = Tensor.from_data(sample((2, 3), float64), device).require_grad()
+def test_keepdim_reductions_by_hand(device, grad_dtype):
+    x = Tensor.from_data(sample((2, 3), float64), device, grad_dtype).require_grad()
     w = np.array([[1.0], [-2.0]])
-    grads = (x.sum(1, keepdim=True) * Tensor.from_data(w, device)).backward()
+    grads = (x.sum(1, keepdim=True) * Tensor.from_data(w, device, grad_dtype)).backward()
     np.testing.assert_array_equal(gradient(x, grads), np.repeat(w, 3, axis=1))
-    grads = (x.mean(1, keepdim=True) * Tensor.from_data(w, device)).backward()
-    np.testing.assert_allclose(gradient(x, grads), np.repeat(w, 3, axis=1) / 3)
+    grads = (x.mean(1, keepdim=True) * Tensor.from_data(w, device, grad_dtype)).backward()
+    assert_gradient(x, grads, np.repeat(w, 3, axis=1) / 3)
     grads = (x.sum((0, 1), keepdim=True) * 5.0).backward()
     np.testing.assert_array_equal(gradient(x, grads), np.full((2, 3), 5.0))
 
 
-def test_max_ties_go_to_the_first(device):
+def test_max_ties_go_to_the_first(device, grad_dtype):
     x = Tensor.from_data([[1.0, 3.0, 3.0, 2.0], [4.0, 4.0, 4.0, 0.0]], device,
-                         float64).require_grad()
+                         grad_dtype).require_grad()
     grads = x.max().backward()
     np.testing.assert_array_equal(gradient(x, grads), [[0, 0, 0, 0], [1, 0, 0, 0]])
     grads = x.max(1).backward()
@@ -73,7 +75,7 @@ def test_max_ties_go_to_the_first(device):
     expected = np.zeros((2, 4))
     expected[np.arange(2), indices.to_numpy()] = 1.0
     np.testing.assert_array_equal(gradient(x, grads), expected)
-    y = Tensor.from_data([[2.0, 1.0, 1.0]], device, float64).require_grad()
+    y = Tensor.from_data([[2.0, 1.0, 1.0]], device, grad_dtype).require_grad()
     grads = y.min(1).backward()
     np.testing.assert_array_equal(gradient(y, grads), [[0, 1, 0]])
     grads = y.min_with_indices(1)[0].backward()
@@ -86,9 +88,9 @@ def test_with_indices(op, dim, device):
     check_gradients(lambda t: getattr(t, op)(dim)[0], distinct(SHAPE), device=device)
 
 
-def test_prod_with_zeros_by_hand(device):
+def test_prod_with_zeros_by_hand(device, grad_dtype):
     x = Tensor.from_data([[2.0, 0.0, 3.0], [0.0, 0.0, 5.0], [1.0, 2.0, 4.0]], device,
-                         float64).require_grad()
+                         grad_dtype).require_grad()
     grads = x.prod(1).backward()
     np.testing.assert_array_equal(gradient(x, grads), [[0, 6, 0], [0, 0, 0], [8, 4, 2]])
     grads = x.prod().backward()
@@ -130,10 +132,10 @@ def test_topk(k, device):
     check_gradients(lambda t: t.topk_with_indices(k, 1)[0], x, device=device)
 
 
-def test_sort_ties_follow_the_indices(device):
-    x = Tensor.from_data([3.0, 1.0, 3.0, 2.0], device, float64).require_grad()
+def test_sort_ties_follow_the_indices(device, grad_dtype):
+    x = Tensor.from_data([3.0, 1.0, 3.0, 2.0], device, grad_dtype).require_grad()
     values, indices = x.sort_with_indices(descending=True)
-    weights = Tensor.from_data([10.0, 20.0, 30.0, 40.0], device, float64)
+    weights = Tensor.from_data([10.0, 20.0, 30.0, 40.0], device, grad_dtype)
     grads = (values * weights).backward()
     expected = np.zeros(4)
     expected[indices.to_numpy()] = [10.0, 20.0, 30.0, 40.0]

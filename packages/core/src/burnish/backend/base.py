@@ -47,6 +47,16 @@ class BackendBase(ABC):
     def dtypes(self, device: Device) -> tuple[DType, ...]:
         """The dtypes ``device`` supports."""
 
+    def describe_device(self, device: Device) -> str:
+        """The device's own name (a GPU's model, its driver) for listings; empty when the
+        device's ``str`` says it all."""
+        return ""
+
+    def unsupported_reason(self, dtype: DType, device: Device) -> str:
+        """Why ``device`` lacks ``dtype``, for error messages: the device's own name and the
+        limit (``"llvmpipe (Vulkan): WGSL has no float64"``); empty when there is nothing to add."""
+        return ""
+
     @abstractmethod
     def seed(self, seed: int) -> None:
         """Reseed this backend's random generators (every device)."""

@@ -66,3 +66,14 @@ def burnish_backend_decorators() -> list[DecoratorInfo]:
 @hookspec
 def burnish_record_formats() -> list[Any]:
     """The record formats this plugin provides: ``burnish.record.RecordFormat`` instances."""
+
+
+@hookspec
+def burnish_onnx_converters() -> list[Any]:
+    """The ONNX operator converters this plugin provides: ``burnish.onnx.Converter`` instances.
+
+    A converter turns one ONNX node into lines of the generated module's ``forward`` (and the
+    layers or parameters they use). For one ``(domain, op_type)`` the converter of highest
+    ``priority`` wins; at equal priority a third-party plugin's wins over burnish-import-onnx's,
+    so a package can add an operator or replace a first-party converter.
+    """

@@ -40,9 +40,11 @@ def check_supported(backend: Backend, dtype: DType, device: Device) -> None:
     """Raise UnsupportedError when ``device`` of ``backend`` cannot hold ``dtype``."""
     supported = backend.dtypes(device)
     if dtype not in supported:
+        reason = backend.unsupported_reason(dtype, device)
         raise UnsupportedError(
-            f"dtype {dtype} is not supported by backend {backend.name!r} on {device}; it "
-            f"supports {', '.join(d.name for d in supported)}"
+            f"dtype {dtype} is not supported by backend {backend.name!r} on {device}"
+            f"{f' ({reason})' if reason else ''}; it supports "
+            f"{', '.join(d.name for d in supported)}"
         )
 
 

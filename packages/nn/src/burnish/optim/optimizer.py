@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -93,11 +94,22 @@ class Optimizer:
         self.load_record(loaded)
 
 
+#: The value of every step-count tensor this process made, so that a step never reads one back
+#: from the device (on a GPU, a read per parameter per step would wait for all queued work).
+_step_counts: weakref.WeakKeyDictionary[Tensor, int] = weakref.WeakKeyDictionary()
+
+
 def step_count(state: State, like: Tensor) -> int:
     """Advance and return the step count kept in ``state`` (1 on the first step)."""
     previous = state.get("step")
-    count = 1 if previous is None else int(previous.item()) + 1
-    state["step"] = Tensor.from_data([count], like.device, "int64")
+    if previous is None:
+        count = 1
+    else:
+        known = _step_counts.get(previous)
+        count = (known if known is not None else int(previous.item())) + 1
+    step = Tensor.from_data([count], like.device, "int64")
+    _step_counts[step] = count
+    state["step"] = step
     return count
 
 
