@@ -1,0 +1,222 @@
+"""``JitBase``: what every GPU backend shares: devices and their runtimes, dtypes, data in and
+out (one synchronisation for several tensors), creation and casts."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+from burnish.backend import Backend
+from burnish.device import Device
+from burnish.distribution import Distribution
+from burnish.dtype import DType, get_dtype
+from burnish.errors import DTypeError
+from burnish.jit import ir
+from burnish.jit.kernels import random as random_kernels
+from burnish.jit.kernels.elementwise import elementwise
+from burnish.jit.runtime import Runtime
+from burnish.jit.tensor import JitTensor, contiguous_strides, numel
+from burnish.tensor_data import TensorData
+
+
+class JitBase(Backend):
+    """Devices, dtypes and data movement on top of a ``Runtime`` per device.
+
+    A subclass names its devices and makes their runtimes (``_discover``) and says which dtypes
+    each device stores (``_device_dtypes``); every op is written once, in the mixins beside
+    this one, as kernels of ``burnish.jit``.
+    """
+
+    def __init__(self) -> None:
+        self._devices: list[Device] | None = None
+        self._runtimes: dict[Device, Runtime] = {}
+        self._seed = 0
+        self._draws = 0
+
+    @abstractmethod
+    def _discover(self) -> list[tuple[Device, Runtime]]:
+        """Every device of this backend with its runtime, the default first."""
+
+    @abstractmethod
+    def _device_dtypes(self, runtime: Runtime) -> tuple[DType, ...]:
+        """The dtypes ``runtime``'s device can hold."""
+
+    def _unsupported_reason(self, dtype: DType, runtime: Runtime) -> str:
+        """Why ``dtype`` is missing on ``runtime``'s device (for the error message)."""
+        return "the device does not support it"
+
+    # -- devices and dtypes ---------------------------------------------------------------------
+
+    def devices(self) -> list[Device]:
+        if self._devices is None:
+            found = self._discover()
+            self._runtimes = dict(found)
+            self._devices = [d for d, _ in found]
+        return list(self._devices)
+
+    def runtime(self, device: Device) -> Runtime:
+        self.devices()
+        return self._runtimes[device]
+
+    def dtypes(self, device: Device) -> tuple[DType, ...]:
+        return self._device_dtypes(self.runtime(device))
+
+    def describe_device(self, device: Device) -> str:
+        return self.runtime(device).describe()
+
+    def unsupported_reason(self, dtype: DType, device: Device) -> str:
+        runtime = self.runtime(device)
+        return f"{runtime.describe()}: {self._unsupported_reason(dtype, runtime)}"
+
+    def _device_of(self, x: JitTensor) -> Device:
+        return x.device
+
+    def seed(self, seed: int) -> None:
+        self._seed = seed
+        self._draws = 0
+
+    def sync(self, device: Device) -> None:
+        self.runtime(device).sync()
+
+    def _check_dtype(self, dtype: DType, device: Device) -> Runtime:
+        runtime = self.runtime(device)
+        if dtype not in self._device_dtypes(runtime):
+            raise DTypeError(f"{self.name} backend: dtype {dtype} is not available on {device} "
+                             f"({runtime.describe()}): {self._unsupported_reason(dtype, runtime)}")
+        return runtime
+
+    # -- data in and out ------------------------------------------------------------------------
+
+    def _new(self, shape: tuple[int, ...], dtype: DType, device: Device,
+             runtime: Runtime | None = None) -> JitTensor:
+        runtime = runtime or self.runtime(device)
+        itemsize = runtime.generator.storage_numpy(dtype.name).itemsize
+        return JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape, dtype, device,
+                         runtime)
+
+    def from_data(self, data: TensorData, device: Device) -> JitTensor:
+        runtime = self._check_dtype(data.dtype, device)
+        values = data.to_numpy()
+        shape = tuple(values.shape)  # ascontiguousarray makes 0-d arrays 1-d
+        values = np.ascontiguousarray(values)
+        storage = runtime.generator.storage_numpy(data.dtype.name)
+        if data.dtype.name == "bfloat16" and storage == np.uint16:
+            host = values.view(np.uint16)
+        elif values.dtype != storage:
+            host = values.astype(storage)
+        else:
+            host = values
+        out = self._new(shape, data.dtype, device, runtime)
+        runtime.write(out.buffer.handle, 0, host)
+        return out
+
+    def into_data(self, x: JitTensor, dtype: DType) -> TensorData:
+        return self.read([x], [dtype])[0]
+
+    def read(self, xs: Sequence[JitTensor], dtypes: Sequence[DType]) -> list[TensorData]:
+        plain = [self.contiguous(x) for x in xs]
+        by_runtime: dict[int, list[int]] = {}
+        for i, x in enumerate(plain):
+            by_runtime.setdefault(id(x.runtime), []).append(i)
+        out: list[TensorData | None] = [None] * len(xs)
+        for indices in by_runtime.values():
+            runtime = plain[indices[0]].runtime
+            items = []
+            for i in indices:
+                x = plain[i]
+                itemsize = runtime.generator.storage_numpy(x.dtype.name).itemsize
+                items.append((x.buffer.handle, x.offset * itemsize, x.numel * itemsize))
+            for i, raw in zip(indices, runtime.read(items)):
+                out[i] = self._decode(raw, plain[i], dtypes[i])
+        return out
+
+    def _decode(self, raw: bytes, x: JitTensor, dtype: DType) -> TensorData:
+        storage = x.runtime.generator.storage_numpy(x.dtype.name)
+        values = np.frombuffer(raw, dtype=storage).reshape(x.shape)
+        if x.dtype.name == "bfloat16" and storage == np.uint16:
+            values = values.view(x.dtype.numpy)
+        elif x.dtype.is_bool:
+            values = values != 0
+        else:
+            values = values.astype(x.dtype.numpy)
+        return TensorData(values, x.dtype).convert(dtype) if dtype != x.dtype else TensorData(
+            values, dtype)
+
+    def to_device(self, x: JitTensor, dtype: DType, device: Device) -> JitTensor:
+        if device == x.device:
+            return x
+        return self.from_data(self.into_data(x, dtype), device)
+
+    def contiguous(self, x: JitTensor) -> JitTensor:
+        """``x`` itself when plain, else a plain copy."""
+        if x.is_contiguous():
+            return x
+        return elementwise("copy", lambda v, s: v[0], [x], x.dtype)
+
+    # -- creation -------------------------------------------------------------------------------
+
+    def full(self, shape: tuple[int, ...], value, dtype: DType, device: Device) -> JitTensor:
+        runtime = self._check_dtype(dtype, device)
+        out = self._new(tuple(shape), dtype, device, runtime)
+        if out.numel:
+            elementwise("fill", lambda v, s: s[0], [], dtype, scalars=[(value, dtype)],
+                        shape=out.shape, out=out)
+        return out
+
+    def empty(self, shape: tuple[int, ...], dtype: DType, device: Device) -> JitTensor:
+        self._check_dtype(dtype, device)
+        return self._new(tuple(shape), dtype, device)
+
+    def random(self, shape: tuple[int, ...], distribution: Distribution, dtype: DType,
+               device: Device) -> JitTensor:
+        self._check_dtype(dtype, device)
+        out = self._new(tuple(shape), dtype, device)
+        self._draws += 1
+        random_kernels.fill(out, distribution, self._seed, self._draws)
+        return out
+
+    def cast(self, x: JitTensor, from_dtype: DType, to_dtype: DType) -> JitTensor:
+        self._check_dtype(to_dtype, x.device)
+        to_dtype = get_dtype(to_dtype)
+        return elementwise("cast", lambda v, s: v[0].cast(to_dtype), [x], to_dtype)
+
+    # -- views ----------------------------------------------------------------------------------
+
+    def reshape(self, x: JitTensor, shape: tuple[int, ...]) -> JitTensor:
+        x = self.contiguous(x)
+        return x.view(tuple(shape), contiguous_strides(tuple(shape)), x.offset)
+
+    def permute(self, x: JitTensor, axes: tuple[int, ...]) -> JitTensor:
+        return x.view(tuple(x.shape[a] for a in axes), tuple(x.strides[a] for a in axes),
+                      x.offset)
+
+    def expand(self, x: JitTensor, shape: tuple[int, ...]) -> JitTensor:
+        shape = tuple(shape)
+        lead = len(shape) - x.ndim
+        strides = tuple(0 if d < lead or x.shape[d - lead] != shape[d] else x.strides[d - lead]
+                        for d in range(len(shape)))
+        return x.view(shape, strides, x.offset)
+
+    def flip(self, x: JitTensor, axes: tuple[int, ...]) -> JitTensor:
+        offset, strides = x.offset, list(x.strides)
+        for a in axes:
+            if x.shape[a] > 1:
+                offset += (x.shape[a] - 1) * strides[a]
+                strides[a] = -strides[a]
+        return x.view(x.shape, tuple(strides), offset)
+
+    def slice(self, x: JitTensor, ranges) -> JitTensor:
+        offset, shape, strides = x.offset, [], []
+        for (start, stop, step), stride in zip(ranges, x.strides):
+            size = max(0, -(-(stop - start) // step))
+            offset += start * stride if size else 0
+            shape.append(size)
+            strides.append(stride * step)
+        return x.view(tuple(shape), tuple(strides), offset)
+
+
+def compute(dtype: DType) -> str:
+    """The kernel compute type of ``dtype``."""
+    return ir.compute_type(dtype)

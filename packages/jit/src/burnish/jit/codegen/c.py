@@ -1,0 +1,294 @@
+"""The C-family generator: OpenCL C and CUDA C are two dialects of one renderer.
+
+Storage: every burnish dtype is stored natively (``bfloat16`` as its 16 bits in an unsigned
+short, ``bool`` as one byte); ``float16`` and ``bfloat16`` compute in ``float``.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import numpy as np
+
+from burnish.jit import ir
+from burnish.jit.codegen.base import Generator, float_literal
+
+
+class CGenerator(Generator):
+    """The shared renderer; ``OpenCLGenerator`` and ``CudaGenerator`` fill in the dialect."""
+
+    TYPES = {"bool": "bool", "i32": "int", "u32": "uint", "i64": "long", "f32": "float",
+             "f64": "double"}
+    STORAGE = {"float64": "double", "float32": "float", "float16": "half", "bfloat16": "ushort",
+               "int64": "long", "int32": "int", "int16": "short", "int8": "char",
+               "uint8": "uchar", "bool": "uchar"}
+    STORAGE_NUMPY = {"float64": np.float64, "float32": np.float32, "float16": np.float16,
+                     "bfloat16": np.uint16, "int64": np.int64, "int32": np.int32,
+                     "int16": np.int16, "int8": np.int8, "uint8": np.uint8, "bool": np.uint8}
+    INT_SUFFIX = {"i32": "", "u32": "u", "i64": "L"}
+
+    def storage_numpy(self, dtype: str) -> np.dtype:
+        return np.dtype(self.STORAGE_NUMPY[dtype])
+
+    def type_name(self, ty: str) -> str:
+        return self.TYPES[ty]
+
+    def literal(self, value, ty: str) -> str:
+        if ty == "bool":
+            return "true" if value else "false"
+        if ir.is_float(ty):
+            text = float_literal(value)
+            if text is None:
+                bits = np.array(value, dtype=np.float64 if ty == "f64" else np.float32)
+                word = bits.view(np.uint64 if ty == "f64" else np.uint32).item()
+                return self.bitcast(f"{word}{self.INT_SUFFIX['u32']}" if ty == "f32"
+                                    else f"{word}UL", "u32" if ty == "f32" else "u64", ty)
+            return text + ("f" if ty == "f32" else "")
+        if ty == "i32" and value == -(2**31):
+            return "(-2147483647 - 1)"
+        if ty == "i64" and value == -(2**63):
+            return f"(-9223372036854775807{self.INT_SUFFIX['i64']} - 1)"
+        return f"{int(value)}{self.INT_SUFFIX[ty]}"
+
+    def declare(self, var: ir.Var, value: str) -> str:
+        return f"{self.type_name(var.ty)} {var.name} = {value};"
+
+    def for_header(self, stmt: ir.For, start: str, stop: str, step: str) -> str:
+        v = stmt.var.name
+        return f"for (int {v} = {start}; {v} < {stop}; {v} += {step})"
+
+    def select(self, cond: str, a: str, b: str, ty: str) -> str:
+        return f"({cond} ? {a} : {b})"
+
+    def load(self, buffer: ir.Buffer, index: str) -> str:
+        ref = f"{buffer.name}[{index}]"
+        if buffer.dtype == "bool":
+            return f"({ref} != 0)"
+        if buffer.dtype == "bfloat16":
+            return self.bitcast(f"((uint){ref} << 16)", "u32", "f32")
+        if buffer.dtype == "float16":
+            return self.load_half(buffer.name, index)
+        if buffer.dtype in ("int16", "int8", "uint8"):
+            return f"((int){ref})"
+        return ref
+
+    def store(self, buffer: ir.Buffer, index: str, value: str) -> str:
+        if buffer.dtype == "float16":
+            return self.store_half(buffer.name, index, value) + ";"
+        if buffer.dtype == "bfloat16":
+            rounded = self.bitcast(self.narrow(value, "bfloat16"), "f32", "u32")
+            value = f"(ushort)({rounded} >> 16)"
+        elif buffer.dtype in ("bool", "int16", "int8", "uint8"):
+            value = f"({self.STORAGE[buffer.dtype]})({value})"
+        return f"{buffer.name}[{index}] = {value};"
+
+    def cast(self, value: str, src: str, dst: str) -> str:
+        if dst == "bool":
+            return f"({value} != {self.literal(0, src)})" if src != "bool" else value
+        return f"(({self.type_name(dst)})({value}))"
+
+    def narrow(self, value: str, dtype: str) -> str:
+        if dtype in ("int16", "int8", "uint8"):
+            return f"((int)({self.STORAGE[dtype]})({value}))"
+        if dtype == "bfloat16":
+            return f"{self._round_bf16()}({value})"
+        if dtype == "float16":
+            return f"{self._round_f16()}({value})"
+        return value
+
+    FUNCTIONS = {"round": "rint", "min": "fmin", "max": "fmax", "abs": "fabs"}
+
+    def call(self, fn: str, args: list[str], ty: str) -> str:
+        if ir.is_int(ty):
+            if fn == "abs":
+                return f"(({args[0]}) < 0 ? -({args[0]}) : ({args[0]}))"
+            if fn in ("min", "max"):
+                op = "<" if fn == "min" else ">"
+                return f"(({args[0]}) {op} ({args[1]}) ? ({args[0]}) : ({args[1]}))"
+            raise TypeError(f"kernel IR: {fn} is not defined for {ty}")
+        if fn in ("isnan", "isinf"):
+            return f"({fn}({args[0]}) != 0)"
+        return f"{self.FUNCTIONS.get(fn, fn)}({', '.join(args)})"
+
+    def _round_bf16(self) -> str:
+        return self.helper("round_bf16", f"""
+{self.FUNCTION_QUALIFIER}float round_bf16(float x) {{
+    if (isnan(x)) return x;
+    uint b = {self.bitcast("x", "f32", "u32")};
+    b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+    return {self.bitcast("b", "u32", "f32")};
+}}""")
+
+    def _round_f16(self) -> str:
+        return self.helper("round_f16", f"""
+{self.FUNCTION_QUALIFIER}float round_f16(float x) {{
+    float a = fabs(x);
+    if (isnan(x)) return x;
+    if (a >= 65520.0f) return copysign(INFINITY, x);
+    if (a < 6.103515625e-05f) return copysign(rint(a * 16777216.0f) / 16777216.0f, x);
+    uint b = {self.bitcast("a", "f32", "u32")};
+    b = (b + 0x0fffu + ((b >> 13) & 1u)) & 0xffffe000u;
+    return copysign({self.bitcast("b", "u32", "f32")}, x);
+}}""")
+
+    FUNCTION_QUALIFIER = ""
+
+    @abstractmethod
+    def load_half(self, name: str, index: str) -> str:
+        """A ``float16`` element read as ``float``."""
+
+    @abstractmethod
+    def store_half(self, name: str, index: str, value: str) -> str:
+        """A ``float`` written as a ``float16`` element, rounded to nearest even."""
+
+    @abstractmethod
+    def signature(self, kernel: ir.Kernel) -> str:
+        """The kernel's qualifiers, name and parameters."""
+
+    @abstractmethod
+    def shared_declaration(self, array: ir.Shared) -> str:
+        """A workgroup-memory array, declared in the kernel's body."""
+
+    def preamble(self, kernel: ir.Kernel) -> str:
+        return ""
+
+    def body_prelude(self, kernel: ir.Kernel) -> list[str]:
+        """Lines that open the kernel's body (before workgroup memory)."""
+        return []
+
+    def render_kernel(self, kernel: ir.Kernel, body: list[str]) -> str:
+        shared = ["    " + self.shared_declaration(s) for s in kernel.shared]
+        parts = [self.preamble(kernel), self.helpers_source(), self.signature(kernel) + " {",
+                 *self.body_prelude(kernel), *shared, *body, "}", ""]
+        return "\n".join(p for p in parts if p is not None)
+
+
+class OpenCLGenerator(CGenerator):
+    """OpenCL C 1.2: ``float16`` through ``vload_half``/``vstore_half_rte`` (no extension
+    needed), ``float64`` with ``cl_khr_fp64``."""
+
+    language = "opencl"
+    barrier_statement = "barrier(CLK_LOCAL_MEM_FENCE);"
+
+    def preamble(self, kernel: ir.Kernel) -> str:
+        if "float64" in kernel.dtypes() or _uses_f64(kernel):
+            return "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+        return ""
+
+    def bitcast(self, value: str, src: str, dst: str) -> str:
+        name = {"u32": "uint", "i32": "int", "f32": "float", "i64": "long", "u64": "ulong",
+                "f64": "double"}[dst]
+        return f"as_{name}({value})"
+
+    def load_half(self, name: str, index: str) -> str:
+        return f"vload_half({index}, {name})"
+
+    def store_half(self, name: str, index: str, value: str) -> str:
+        return f"vstore_half_rte({value}, {index}, {name})"
+
+    def builtin(self, which: str, axis: int) -> str:
+        fn = {"local_id": "get_local_id", "group_id": "get_group_id",
+              "num_groups": "get_num_groups"}[which]
+        return f"((int){fn}({axis}))"
+
+    def signature(self, kernel: ir.Kernel) -> str:
+        params = []
+        for b in kernel.buffers:
+            const = "" if b.writable else "const "
+            params.append(f"__global {const}{self.STORAGE[b.dtype]}* restrict {b.name}"
+                          if b.dtype != "float16" else
+                          f"__global {const}half* {b.name}")
+        # __constant: every invocation reads the same few words, through the constant cache.
+        params.append("__constant int* info")
+        x, y, z = kernel.workgroup
+        return (f"__kernel __attribute__((reqd_work_group_size({x}, {y}, {z})))\n"
+                f"void {kernel.name}({', '.join(params)})")
+
+    def shared_declaration(self, array: ir.Shared) -> str:
+        return f"__local {self.type_name(array.ty)} {array.name}[{array.size}];"
+
+
+#: The int words of ``info`` a CUDA launch passes by value (a kernel parameter struct).
+CUDA_INFO_WORDS = 128
+
+
+class CudaGenerator(CGenerator):
+    """CUDA C++ for NVRTC (CuPy's RawModule): ``extern "C"`` kernels."""
+
+    language = "cuda"
+    barrier_statement = "__syncthreads();"
+    TYPES = {**CGenerator.TYPES, "u32": "unsigned int", "i64": "long long"}
+    STORAGE = {**CGenerator.STORAGE, "float16": "__half", "bfloat16": "unsigned short",
+               "int64": "long long", "int8": "signed char", "uint8": "unsigned char",
+               "bool": "unsigned char"}
+    INT_SUFFIX = {"i32": "", "u32": "u", "i64": "LL"}
+    FUNCTION_QUALIFIER = "__device__ "
+
+    def preamble(self, kernel: ir.Kernel) -> str:
+        return ("#include <cuda_fp16.h>\n"
+                "typedef unsigned short ushort;\ntypedef unsigned int uint;\n"
+                "#define INFINITY __int_as_float(0x7f800000)\n"
+                "#define NAN __int_as_float(0x7fffffff)\n"
+                f"struct BurnishInfo {{ int v[{CUDA_INFO_WORDS}]; }};\n")
+
+    def body_prelude(self, kernel: ir.Kernel) -> list[str]:
+        return ["    const int* info = info_args.v;"]
+
+    def bitcast(self, value: str, src: str, dst: str) -> str:
+        ints = {"i32": "int", "u32": "unsigned int", "i64": "long long",
+                "u64": "unsigned long long"}
+        if src in ints and dst in ints:  # same width: a C cast keeps the bits
+            return f"(({ints[dst]})({value}))"
+        fn = {("f32", "u32"): "__float_as_uint", ("u32", "f32"): "__uint_as_float",
+              ("f32", "i32"): "__float_as_int", ("i32", "f32"): "__int_as_float",
+              ("f64", "i64"): "__double_as_longlong", ("i64", "f64"): "__longlong_as_double",
+              ("u64", "f64"): "__longlong_as_double"}[(src, dst)]
+        return f"{fn}({value})"
+
+    def load_half(self, name: str, index: str) -> str:
+        return f"__half2float({name}[{index}])"
+
+    def store_half(self, name: str, index: str, value: str) -> str:
+        return f"{name}[{index}] = __float2half_rn({value})"
+
+    def builtin(self, which: str, axis: int) -> str:
+        var = {"local_id": "threadIdx", "group_id": "blockIdx", "num_groups": "gridDim"}[which]
+        return f"((int){var}.{'xyz'[axis]})"
+
+    def signature(self, kernel: ir.Kernel) -> str:
+        params = []
+        for b in kernel.buffers:
+            const = "" if b.writable else "const "
+            params.append(f"{const}{self.STORAGE[b.dtype]}* __restrict__ {b.name}")
+        # info travels by value in the launch's parameters: no copy to the device per launch.
+        params.append("const BurnishInfo info_args")
+        return f'extern "C" __global__ void {kernel.name}({", ".join(params)})'
+
+    def shared_declaration(self, array: ir.Shared) -> str:
+        return f"__shared__ {self.type_name(array.ty)} {array.name}[{array.size}];"
+
+
+def _uses_f64(kernel: ir.Kernel) -> bool:
+    found = False
+
+    def visit(stmts):
+        nonlocal found
+        for s in stmts:
+            for value in vars(s).values():
+                if isinstance(value, ir.Var) and value.ty == "f64":
+                    found = True
+                elif isinstance(value, list):
+                    visit(value)
+                elif isinstance(value, ir.Expr) and _expr_uses_f64(value):
+                    found = True
+
+    visit(kernel.body)
+    return found or any(s.ty == "f64" for s in kernel.shared)
+
+
+def _expr_uses_f64(e: ir.Expr) -> bool:
+    if e.ty == "f64":
+        return True
+    return any(_expr_uses_f64(v) for name in getattr(type(e), "__slots__", ())
+               for v in [getattr(e, name)] if isinstance(v, ir.Expr)) or (
+        isinstance(e, ir.Call) and any(_expr_uses_f64(a) for a in e.args))

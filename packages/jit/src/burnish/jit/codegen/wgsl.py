@@ -1,0 +1,313 @@
+"""The WGSL generator (WebGPU's shading language, compiled by wgpu's naga).
+
+Storage: WGSL has no 8/16-bit integers, no ``bool`` in buffers and no ``bfloat16``, so ``int8``,
+``int16`` and ``uint8`` are stored in ``i32`` (wrapped at every store), ``bool`` in ``u32`` and
+``bfloat16`` in ``f32`` (rounded to bfloat16 at every store). ``float16`` needs the adapter's
+``shader-f16``, ``int64`` its ``shader-int64``. Math that WGSL lacks or leaves undefined
+(``erf``, ``log1p``, ``pow`` of negative bases, NaN tests) comes from helpers written here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from burnish.jit import ir
+from burnish.jit.codegen.base import ERF, Generator, float_literal, horner
+
+_BINDING_TYPES = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "f32",
+                  "int64": "i64", "int32": "i32", "int16": "i32", "int8": "i32", "uint8": "i32",
+                  "bool": "u32"}
+_STORAGE_NUMPY = {"float64": np.float64, "float32": np.float32, "float16": np.float16,
+                  "bfloat16": np.float32, "int64": np.int64, "int32": np.int32,
+                  "int16": np.int32, "int8": np.int32, "uint8": np.int32, "bool": np.uint32}
+_FLOAT_COMPARISONS = {"<": ("lt_f32", "<"), "<=": ("le_f32", "<="), ">": ("gt_f32", ">"),
+                      ">=": ("ge_f32", ">="), "==": ("eq_f32", "=="), "!=": ("ne_f32", "!=")}
+_SUFFIX = {"i32": "i", "u32": "u", "i64": "li", "f32": "f", "f64": "lf"}
+
+
+class WgslGenerator(Generator):
+    language = "wgsl"
+    barrier_statement = "workgroupBarrier();"
+
+    def storage_numpy(self, dtype: str) -> np.dtype:
+        return np.dtype(_STORAGE_NUMPY[dtype])
+
+    def type_name(self, ty: str) -> str:
+        return ty
+
+    def literal(self, value, ty: str) -> str:
+        if ty == "bool":
+            return "true" if value else "false"
+        if ir.is_float(ty):
+            text = float_literal(value)
+            if text is None:
+                if ty != "f32":
+                    raise TypeError("WGSL: infinite or NaN f64 constants are not supported")
+                word = np.array(value, dtype=np.float32).view(np.uint32).item()
+                return f"bitcast<f32>({word}u)"
+            return text + _SUFFIX[ty]
+        value = int(value)
+        if ty == "i32" and value == -(2**31):
+            return "(-2147483647i - 1i)"
+        if ty == "i64" and value == -(2**63):
+            return "(-9223372036854775807li - 1li)"
+        text = f"{value}{_SUFFIX[ty]}"
+        return f"({text})" if value < 0 else text
+
+    def declare(self, var: ir.Var, value: str) -> str:
+        return f"var {var.name}: {var.ty} = {value};"
+
+    def for_header(self, stmt: ir.For, start: str, stop: str, step: str) -> str:
+        v = stmt.var.name
+        return f"for (var {v}: i32 = {start}; {v} < {stop}; {v} += {step})"
+
+    def binary(self, op: str, a: str, b: str, a_ty: str, b_ty: str) -> str:
+        if op in ("<<", ">>"):
+            # naga will not convert an i64 literal: spell constant shift amounts as u32.
+            amount = b.strip("()")
+            if amount.rstrip("liu").isdigit():
+                return f"({a} {op} {amount.rstrip('liu')}u)"
+            return f"({a} {op} u32({b}))"
+        if a_ty == "f32" and op in _FLOAT_COMPARISONS:
+            # WGSL lets drivers assume no NaN, and NVIDIA's Vulkan does (it rewrites a < b as
+            # !(a >= b)): comparisons test NaN on the bits, so NaN compares as NumPy says.
+            return f"{self._comparison(op)}({a}, {b})"
+        return f"({a} {op} {b})"
+
+    def _comparison(self, op: str) -> str:
+        isnan = self._nan_tests()["isnan"]
+        name, test = _FLOAT_COMPARISONS[op]
+        if op == "!=":
+            body = f"return {isnan}(a) || {isnan}(b) || a != b;"
+        else:
+            body = f"return !{isnan}(a) && !{isnan}(b) && a {test} b;"
+        return self.helper(name, f"\nfn {name}(a: f32, b: f32) -> bool {{ {body} }}")
+
+    def select(self, cond: str, a: str, b: str, ty: str) -> str:
+        if ty == "f32":
+            # Some drivers (NVIDIA's Vulkan) turn a float select on a comparison into min/max,
+            # which drops NaN; selecting the bits keeps NumPy's NaN rules.
+            return f"bitcast<f32>(select(bitcast<u32>({b}), bitcast<u32>({a}), {cond}))"
+        return f"select({b}, {a}, {cond})"
+
+    def load(self, buffer: ir.Buffer, index: str) -> str:
+        ref = f"{buffer.name}[{index}]"
+        if buffer.dtype == "bool":
+            return f"({ref} != 0u)"
+        if buffer.dtype == "float16":
+            return f"f32({ref})"
+        return ref
+
+    def store(self, buffer: ir.Buffer, index: str, value: str) -> str:
+        ref = f"{buffer.name}[{index}]"
+        if buffer.dtype == "bool":
+            value = f"select(0u, 1u, {value})"
+        elif buffer.dtype == "float16":
+            value = f"f16({self.narrow(value, 'float16')})"
+        elif buffer.dtype in ("bfloat16", "int16", "int8", "uint8"):
+            value = self.narrow(value, buffer.dtype)
+        return f"{ref} = {value};"
+
+    def cast(self, value: str, src: str, dst: str) -> str:
+        if dst == "bool":
+            if src == "bool":
+                return value
+            if src == "f32":
+                return f"{self._comparison('!=')}({value}, 0.0f)"  # NaN is true
+            return f"({value} != {self.literal(0, src)})"
+        if src == "bool":
+            return f"select({self.literal(0, dst)}, {self.literal(1, dst)}, {value})"
+        return f"{dst}({value})"
+
+    def narrow(self, value: str, dtype: str) -> str:
+        if dtype == "int8":
+            return f"(({value} << 24u) >> 24u)"
+        if dtype == "int16":
+            return f"(({value} << 16u) >> 16u)"
+        if dtype == "uint8":
+            return f"({value} & 255i)"
+        if dtype == "bfloat16":
+            return f"{self._round_bf16()}({value})"
+        if dtype == "float16":
+            return f"{self._round_f16()}({value})"
+        return value
+
+    def bitcast(self, value: str, src: str, dst: str) -> str:
+        return f"bitcast<{dst}>({value})"
+
+    def builtin(self, which: str, axis: int) -> str:
+        var = {"local_id": "lid", "group_id": "wid", "num_groups": "nwg"}[which]
+        return f"i32({var}.{'xyz'[axis]})"
+
+    def call(self, fn: str, args: list[str], ty: str) -> str:
+        if ty == "f64" and fn not in ("abs", "min", "max", "floor", "ceil", "trunc", "round",
+                                      "sqrt", "fmod"):
+            raise TypeError(f"WGSL: {fn} is not available for f64 on WebGPU")
+        if fn in ("isnan", "isinf"):
+            return f"{self._nan_tests()[fn]}({args[0]})"
+        if fn == "fmod":
+            return f"({args[0]} % {args[1]})"
+        if fn == "erf":
+            return f"{self._erf()}({args[0]})"
+        if fn == "log1p":
+            return f"{self._log1p()}({args[0]})"
+        if fn == "expm1":
+            return f"{self._expm1()}({args[0]})"
+        if fn == "pow":
+            return f"{self._pow()}({args[0]}, {args[1]})"
+        if fn == "tanh":
+            return f"{self._tanh()}({args[0]})"
+        return f"{fn}({', '.join(args)})"
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _nan_tests(self) -> dict[str, str]:
+        self.helper("isnan_f32", """
+fn isnan_f32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }""")
+        self.helper("isinf_f32", """
+fn isinf_f32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }""")
+        return {"isnan": "isnan_f32", "isinf": "isinf_f32"}
+
+    def _round_bf16(self) -> str:
+        isnan = self._nan_tests()["isnan"]
+        return self.helper("round_bf16", f"""
+fn round_bf16(x: f32) -> f32 {{
+    if ({isnan}(x)) {{ return x; }}
+    let b = bitcast<u32>(x);
+    return bitcast<f32>((b + 0x7fffu + ((b >> 16u) & 1u)) & 0xffff0000u);
+}}""")
+
+    def _round_f16(self) -> str:
+        isnan = self._nan_tests()["isnan"]
+        return self.helper("round_f16", f"""
+fn round_f16(x: f32) -> f32 {{
+    let a = abs(x);
+    if ({isnan}(x)) {{ return x; }}
+    if (a >= 65520.0f) {{
+        return select(bitcast<f32>(0x7f800000u), bitcast<f32>(0xff800000u), x < 0.0f);
+    }}
+    var r: f32;
+    if (a < 6.103515625e-05f) {{
+        r = round(a * 16777216.0f) / 16777216.0f;
+    }} else {{
+        let b = bitcast<u32>(a);
+        r = bitcast<f32>((b + 0x0fffu + ((b >> 13u) & 1u)) & 0xffffe000u);
+    }}
+    return select(r, -r, x < 0.0f);
+}}""")
+
+    def _tanh(self) -> str:
+        # Some drivers compute tanh through exp and return NaN once exp overflows.
+        return self.helper("tanh_f32", """
+fn tanh_f32(x: f32) -> f32 {
+    if (abs(x) > 15.0f) { return sign(x); }
+    return tanh(x);
+}""")
+
+    def _log1p(self) -> str:
+        isinf = self._nan_tests()["isinf"]
+        return self.helper("log1p_f32", f"""
+fn log1p_f32(x: f32) -> f32 {{
+    let u = 1.0f + x;
+    if (u == 1.0f) {{ return x; }}
+    if ({isinf}(u) && u > 0.0f) {{ return u; }}
+    if (u < 0.0f) {{ return bitcast<f32>(0x7fc00000u); }}
+    return log(u) * (x / (u - 1.0f));
+}}""")
+
+    def _expm1(self) -> str:
+        isinf = self._nan_tests()["isinf"]
+        return self.helper("expm1_f32", f"""
+fn expm1_f32(x: f32) -> f32 {{
+    let u = exp(x);
+    if (u == 1.0f) {{ return x; }}
+    let um1 = u - 1.0f;
+    if (um1 == -1.0f) {{ return -1.0f; }}
+    if ({isinf}(u)) {{ return u; }}
+    return um1 * x / log(u);
+}}""")
+
+    def _pow(self) -> str:
+        tests = self._nan_tests()
+        return self.helper("pow_f32", f"""
+fn pow_f32(a: f32, b: f32) -> f32 {{
+    if (b == 0.0f || a == 1.0f) {{ return 1.0f; }}
+    if ({tests["isnan"]}(a) || {tests["isnan"]}(b)) {{ return a + b; }}
+    let ab = abs(a);
+    var r: f32;
+    if (ab == 0.0f) {{
+        r = select(bitcast<f32>(0x7f800000u), 0.0f, b > 0.0f);
+    }} else if ({tests["isinf"]}(b)) {{
+        if (ab == 1.0f) {{ return 1.0f; }}
+        r = select(0.0f, bitcast<f32>(0x7f800000u), (ab > 1.0f) == (b > 0.0f));
+        return r;
+    }} else {{
+        r = pow(ab, b);
+    }}
+    let negative = a < 0.0f || (a == 0.0f && (bitcast<u32>(a) & 0x80000000u) != 0u);
+    if (negative) {{
+        if (b != trunc(b)) {{ return bitcast<f32>(0x7fc00000u); }}
+        let half = b * 0.5f;
+        if (half != trunc(half)) {{ r = -r; }}
+    }}
+    return r;
+}}""")
+
+    def _erf(self) -> str:
+        isnan = self._nan_tests()["isnan"]
+
+        def lit(c: float) -> str:
+            return self.literal(c, "f32")
+
+        def ratio(p: str, q: str, var: str) -> str:
+            return f"{horner(var, ERF[p], lit)} / {horner(var, ERF[q], lit)}"
+
+        return self.helper("erf_f32", f"""
+fn erf_f32(x: f32) -> f32 {{
+    if ({isnan}(x)) {{ return x; }}
+    let ax = abs(x);
+    if (ax < 0.84375f) {{
+        if (ax < 3.7252903e-09f) {{ return x + {lit(ERF["efx"])} * x; }}
+        let z = x * x;
+        return x + x * ({ratio("pp", "qq", "z")});
+    }}
+    if (ax < 1.25f) {{
+        let s = ax - 1.0f;
+        return sign(x) * ({lit(ERF["erx"])} + {ratio("pa", "qa", "s")});
+    }}
+    if (ax >= 6.0f) {{ return sign(x); }}
+    let s = 1.0f / (ax * ax);
+    var q: f32;
+    if (ax < 2.857142857f) {{
+        q = {ratio("ra", "sa", "s")};
+    }} else {{
+        q = {ratio("rb", "sb", "s")};
+    }}
+    let z = bitcast<f32>(bitcast<u32>(ax) & 0xfffff000u);
+    let r = exp(-z * z - 0.5625f) * exp((z - ax) * (z + ax) + q) / ax;
+    return sign(x) * (1.0f - r);
+}}""")
+
+    # -- the module -----------------------------------------------------------------------------
+
+    def render_kernel(self, kernel: ir.Kernel, body: list[str]) -> str:
+        lines = []
+        if any(b.dtype == "float16" for b in kernel.buffers):
+            lines.append("enable f16;")
+        for i, b in enumerate(kernel.buffers):
+            access = "read_write" if b.writable else "read"
+            lines.append(f"@group(0) @binding({i}) var<storage, {access}> {b.name}: "
+                         f"array<{_BINDING_TYPES[b.dtype]}>;")
+        lines.append(f"@group(0) @binding({len(kernel.buffers)}) var<storage, read> info: "
+                     "array<i32>;")
+        for s in kernel.shared:
+            lines.append(f"var<workgroup> {s.name}: array<{s.ty}, {s.size}>;")
+        lines.append(self.helpers_source())
+        x, y, z = kernel.workgroup
+        lines.append(f"@compute @workgroup_size({x}, {y}, {z})")
+        lines.append(f"fn {kernel.name}(@builtin(local_invocation_id) lid: vec3<u32>, "
+                     "@builtin(workgroup_id) wid: vec3<u32>, "
+                     "@builtin(num_workgroups) nwg: vec3<u32>) {")
+        lines += body
+        lines.append("}")
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Kernels written once in the IR, grouped by what they compute."""

@@ -1,0 +1,172 @@
+"""Convolutions over 1, 2 or 3 spatial dims as GEMM: a gather kernel builds the patch matrix
+(im2col), the tuned matmul multiplies the weights by it and adds the bias before its one
+rounding. A transposed convolution gathers too: output position ``y`` takes input
+``(y + padding - tap * dilation) / stride`` where that divides exactly, which is the
+convolution of the zero-inserted input without ever building it.
+
+The patch matrix of a whole batch is ``[batch, in_channels * taps, positions]``, read by the
+matmul as ``[batch, groups, in_channels / groups * taps, positions]``; the weights
+``[groups, out_channels / groups, in_channels / groups * taps]`` broadcast over the batch, so
+the product lands as ``[batch, out_channels, *out]`` with no copy. Large batches go in chunks.
+"""
+
+from __future__ import annotations
+
+import math
+
+from burnish.jit import ir
+from burnish.jit.builder import KernelBuilder
+from burnish.jit.kernels.elementwise import WORKGROUP, elementwise
+from burnish.jit.kernels.matmul import matmul
+from burnish.jit.tensor import JitTensor, contiguous_strides, numel
+
+Dims = tuple[int, ...]
+
+#: Most elements a patch matrix may hold (float32: 128 MiB); larger batches go in chunks.
+COLUMN_LIMIT = 1 << 25
+
+# info: the head, then PER_DIM words for each spatial dim.
+TOTAL, CHANNELS, POSITIONS, TAPS, X_OFF, X_SB, X_SC = range(7)
+HEAD = 7
+IN, OUT, KERNEL, STRIDE, PADDING, DILATION, X_STRIDE = range(7)
+PER_DIM = 7
+
+
+def conv(x: JitTensor, weight: JitTensor, bias: JitTensor | None, stride: Dims,
+         padding: Dims, dilation: Dims, groups: int) -> JitTensor:
+    """Cross-correlation of ``x`` ``[batch, in, *size]`` with ``weight`` ``[out, in / groups,
+    *kernel]`` (zero padding on both sides), plus ``bias`` ``[out]``."""
+    kernel = weight.shape[2:]
+    out_size = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in
+                     zip(x.shape[2:], kernel, stride, padding, dilation))
+    out_channels, per_group = weight.shape[0], weight.shape[1]
+    plain = _plain(weight)
+    matrix = plain.view((groups, out_channels // groups, per_group * math.prod(kernel)),
+                        contiguous_strides((groups, out_channels // groups,
+                                            per_group * math.prod(kernel))), plain.offset)
+    return _gemm(x, matrix, bias, groups, kernel, stride, padding, dilation, out_size, False)
+
+
+def conv_transpose(x: JitTensor, weight: JitTensor, bias: JitTensor | None, stride: Dims,
+                   padding: Dims, output_padding: Dims, dilation: Dims,
+                   groups: int) -> JitTensor:
+    """The transposed convolution of ``x`` ``[batch, in, *size]`` with ``weight`` ``[in,
+    out / groups, *kernel]``, plus ``bias`` ``[out]``."""
+    kernel = weight.shape[2:]
+    out_size = tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1 for n, k, s, p, d, op in
+                     zip(x.shape[2:], kernel, stride, padding, dilation, output_padding))
+    in_channels, out_per_group = weight.shape[0], weight.shape[1]
+    per_group, taps = in_channels // groups, math.prod(kernel)
+    # [in, out / groups, *kernel] as [groups, out / groups, in / groups * taps]: a permuted copy.
+    weight = _plain(weight)
+    grouped = (groups, per_group, out_per_group, taps)
+    strides = contiguous_strides(grouped)
+    swapped = weight.view((groups, out_per_group, per_group, taps),
+                          tuple(strides[a] for a in (0, 2, 1, 3)), weight.offset)
+    plain = _plain(swapped)
+    matrix = plain.view((groups, out_per_group, per_group * taps),
+                        contiguous_strides((groups, out_per_group, per_group * taps)),
+                        plain.offset)
+    return _gemm(x, matrix, bias, groups, kernel, stride, padding, dilation, out_size, True)
+
+
+def _plain(x: JitTensor) -> JitTensor:
+    if x.is_contiguous():
+        return x
+    return elementwise("copy", lambda v, s: v[0], [x], x.dtype)
+
+
+def _gemm(x: JitTensor, matrix: JitTensor, bias: JitTensor | None, groups: int, kernel: Dims,
+          stride: Dims, padding: Dims, dilation: Dims, out_size: Dims,
+          transposed: bool) -> JitTensor:
+    """``matrix`` ``[groups, out / groups, in / groups * taps]`` times the patch matrix of
+    ``x``, batch chunk by batch chunk, into a new ``[batch, out, *out_size]``."""
+    runtime = x.runtime
+    batch, channels = x.shape[:2]
+    _, out_per_group, inner = matrix.shape
+    out_channels = groups * out_per_group
+    positions, taps = math.prod(out_size), math.prod(kernel)
+    shape = (batch, out_channels, *out_size)
+    itemsize = runtime.generator.storage_numpy(x.dtype.name).itemsize
+    out = JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape, x.dtype, x.device,
+                    runtime)
+    if numel(shape) == 0:
+        return out
+    if bias is not None:
+        bias = _plain(bias)
+    step = max(1, COLUMN_LIMIT // max(1, channels * taps * positions))
+    for start in range(0, batch, step):
+        count = min(step, batch - start)
+        part = x.view((count, *x.shape[1:]), x.strides, x.offset + start * x.strides[0])
+        columns = _columns(part, kernel, stride, padding, dilation, out_size, transposed)
+        lhs = matrix.view((count, groups, out_per_group, inner),
+                          (0, *matrix.strides), matrix.offset)
+        rhs = columns.view((count, groups, inner, positions),
+                           (channels * taps * positions, inner * positions, positions, 1), 0)
+        target = out.view((count, groups, out_per_group, positions),
+                          contiguous_strides((count, groups, out_per_group, positions)),
+                          start * out_channels * positions)
+        matmul(lhs, rhs, bias, groups, out=target)
+    return out
+
+
+def _columns(x: JitTensor, kernel: Dims, stride: Dims, padding: Dims, dilation: Dims,
+             out_size: Dims, transposed: bool) -> JitTensor:
+    """The patch matrix ``[batch, channels * taps, positions]`` of ``x``: zeros where a tap
+    falls in the padding (or, transposed, between strided input elements)."""
+    runtime = x.runtime
+    batch, channels = x.shape[:2]
+    positions, taps = math.prod(out_size), math.prod(kernel)
+    shape = (batch, channels * taps, positions)
+    total = numel(shape)
+    itemsize = runtime.generator.storage_numpy(x.dtype.name).itemsize
+    out = JitTensor(runtime.pool.alloc(total * itemsize), shape, x.dtype, x.device, runtime)
+    if total == 0:
+        return out
+    info = [total, channels, positions, taps, x.offset, x.strides[0], x.strides[1]]
+    for d in range(len(kernel)):
+        info += [x.shape[2 + d], out_size[d], kernel[d], stride[d], padding[d], dilation[d],
+                 x.strides[2 + d]]
+    spatial = len(kernel)
+    key = ("conv_columns", x.dtype.name, spatial, transposed)
+    runtime.launch(key, lambda: _columns_kernel(x.dtype.name, spatial, transposed),
+                   [out.buffer, x.buffer], info, invocations=total)
+    return out
+
+
+def _columns_kernel(dtype: str, spatial: int, transposed: bool) -> ir.Kernel:
+    k = KernelBuilder("conv_columns", (WORKGROUP, 1, 1))
+    out = k.buffer("out", dtype, writable=True)
+    x = k.buffer("x", dtype)
+    i = k.global_index()
+    with k.if_(i >= k.info(TOTAL)):
+        k.return_()
+    position = k.let(i % k.info(POSITIONS), "p")
+    rest = k.let(i / k.info(POSITIONS), "r")
+    tap = k.let(rest % k.info(TAPS), "t")
+    rest2 = k.let(rest / k.info(TAPS), "r")
+    channel = k.let(rest2 % k.info(CHANNELS), "c")
+    sample = k.let(rest2 / k.info(CHANNELS), "b")
+    at = k.let(k.info(X_OFF) + sample * k.info(X_SB) + channel * k.info(X_SC), "at")
+    valid = k.let(ir.lift(True, "bool"), "ok")
+    for d in reversed(range(spatial)):
+        def word(field: int, d: int = d) -> ir.Expr:
+            return k.info(HEAD + d * PER_DIM + field)
+
+        o = k.let(position % word(OUT), "o")
+        t = k.let(tap % word(KERNEL), "kt")
+        if d:
+            k.assign(position, position / word(OUT))
+            k.assign(tap, tap / word(KERNEL))
+        if transposed:
+            num = k.let(o + word(PADDING) - t * word(DILATION), "num")
+            q = k.let(num / word(STRIDE), "q")
+            inside = (num >= 0).and_((num - q * word(STRIDE)).eq(0)).and_(q < word(IN))
+        else:
+            q = k.let(o * word(STRIDE) - word(PADDING) + t * word(DILATION), "q")
+            inside = (q >= 0).and_(q < word(IN))
+        k.assign(valid, valid.and_(inside))
+        k.assign(at, at + q * word(X_STRIDE))
+    value = x[ir.select(valid, at, 0)]
+    k.store(out, i, ir.select(valid, value, 0))
+    return k.build()

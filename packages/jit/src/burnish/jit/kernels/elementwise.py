@@ -1,0 +1,203 @@
+"""Elementwise kernels: one output element per invocation, inputs read through their strides.
+
+``elementwise(op, fn, inputs, out_dtype)`` covers every unary, binary and ternary op (and the
+fused runs of ``burnish.fusion`` later): ``fn(values, scalars)`` builds the output expression
+from the inputs' loaded values. One kernel is generated per op, dtypes, rank and layout class
+(all plain and same-shaped: no index arithmetic at all; otherwise strided); shapes, strides and
+scalars travel in ``info``, so new shapes never compile anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from burnish.dtype import DType
+from burnish.jit import ir
+from burnish.jit.builder import KernelBuilder
+from burnish.jit.runtime import MAX_GROUPS_X
+from burnish.jit.tensor import JitTensor, numel
+
+WORKGROUP = 256
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for d in range(ndim):
+        sizes = {s[d - ndim + len(s)] for s in shapes if d - ndim + len(s) >= 0} - {1}
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def broadcast_strides(x: JitTensor, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``x``'s strides seen as ``shape`` (missing leading dims and size-1 dims get stride 0)."""
+    lead = len(shape) - x.ndim
+    return tuple(0 if d < lead or x.shape[d - lead] == 1 else x.strides[d - lead]
+                 for d in range(len(shape)))
+
+
+def scalar_words(value, dtype: DType) -> list[int]:
+    """``value`` as the int32 words ``info_scalar`` reads back as ``dtype``'s compute type."""
+    ty = ir.compute_type(dtype)
+    if ty in ("f64", "i64"):
+        arr = np.array([value], dtype=np.float64 if ty == "f64" else np.int64)
+        return arr.view(np.int32).tolist()
+    if ty == "f32":
+        return np.array([value], dtype=np.float32).view(np.int32).tolist()
+    if ty == "bool":
+        return [1 if value else 0]
+    # Narrow ints wrap as NumPy's cast does.
+    return [int(np.array([value]).astype(dtype.numpy).astype(np.int64)[0])]
+
+
+def info_scalar(k: KernelBuilder, pos, ty: str) -> ir.Expr:
+    """The scalar of compute type ``ty`` stored at ``info[pos]`` (two words for 64-bit)."""
+    word = k.info(pos)
+    if ty == "i32":
+        return word
+    if ty == "bool":
+        return word.ne(0)
+    if ty == "f32":
+        return word.bitcast("f32")
+    if ty == "u32":
+        return word.bitcast("u32")
+    low = word.bitcast("u32").cast("i64")
+    wide = (k.info(ir.lift(pos, "i32") + 1).cast("i64") << 32) | low
+    return wide if ty == "i64" else wide.bitcast("f64")
+
+
+def strided_offset(k: KernelBuilder, index: ir.Expr, ndim: int, shape_at: int,
+                   strides_at: ir.Expr | int, offset: ir.Expr) -> ir.Var:
+    """The buffer position of element ``index`` (row-major over the shape stored at
+    ``info[shape_at:]``) in a tensor whose strides are at ``info[strides_at:]``."""
+    pos = k.let(offset, "pos")
+    rest = k.let(index, "rest")
+    for d in reversed(range(ndim)):
+        size = k.info(shape_at + d)
+        coord = rest % size
+        k.assign(pos, pos + coord * k.info(ir.lift(strides_at, "i32") + d))
+        if d:
+            k.assign(rest, rest / size)
+    return pos
+
+
+class _Plan:
+    """What one call signature of ``elementwise`` always computes the same: the kernel's cache
+    key and builder, the launch's metadata and grid, the output's size. Tiny ops are dominated
+    by this bookkeeping, so it is done once per signature."""
+
+    __slots__ = ("key", "build", "info", "groups", "shape", "n", "scalar_at", "runtime",
+                 "compiled", "out_nbytes")
+
+
+_PLANS: dict[tuple, _Plan] = {}
+_PLAN_LIMIT = 8192
+
+
+def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
+                inputs: Sequence[JitTensor], out_dtype: DType,
+                scalars: Sequence[tuple[object, DType]] = (),
+                shape: tuple[int, ...] | None = None, out: JitTensor | None = None) -> JitTensor:
+    """``out[i] = fn([x[i] for x in inputs], scalars)`` with the inputs broadcast to ``shape``
+    (their broadcast shape when not given); ``fn(values, scalars, builder)`` when
+    ``fn.uses_builder`` is true, for bodies with loops or variables. ``out``, when given, is
+    written instead of a new tensor: a plain tensor of ``shape`` that is not one of ``inputs``
+    (WebGPU forbids binding a buffer for writing and reading at once). With no inputs, ``out``
+    and ``shape`` are needed. ``op`` names what ``fn`` computes: calls with one ``op`` share
+    one kernel per dtypes and layout class."""
+    first = inputs[0] if inputs else out
+    runtime = first.runtime
+    # The generator is part of it: storage sizes differ by language (bfloat16 is 4 bytes in WGSL).
+    signature = (runtime.generator, op, out_dtype, shape, tuple(d for _, d in scalars),
+                 tuple((x.dtype, x.shape, x.strides, x.offset) for x in inputs),
+                 out.offset if out is not None else 0)
+    plan = _PLANS.get(signature)
+    if plan is None:
+        plan = _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime)
+        if len(_PLANS) >= _PLAN_LIMIT:
+            _PLANS.clear()
+        _PLANS[signature] = plan
+    if out is None:
+        out = JitTensor(runtime.pool.alloc(plan.out_nbytes), plan.shape, out_dtype, first.device,
+                        runtime)
+    if plan.n == 0:
+        return out
+    info = plan.info
+    if scalars:
+        words = list(info[:plan.scalar_at])
+        for value, dtype in scalars:
+            words += scalar_words(value, dtype)
+        info = np.asarray(words, dtype=np.int32)
+    if plan.runtime is not runtime:
+        plan.compiled = runtime.kernel(plan.key, plan.build)[0]
+        plan.runtime = runtime
+    handles = [out.buffer.handle]
+    for x in inputs:
+        handles.append(x.buffer.handle)
+    runtime.dispatch(plan.compiled, handles, info, plan.groups)
+    return out
+
+
+def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
+    if shape is None:
+        shapes = {x.shape for x in inputs}
+        shape = shapes.pop() if len(shapes) == 1 else broadcast_shape(*shapes)
+    shape = tuple(shape)
+    n = numel(shape)
+    plan = _Plan()
+    plan.shape, plan.n, plan.runtime, plan.compiled = shape, n, None, None
+    plan.out_nbytes = n * runtime.generator.storage_numpy(out_dtype.name).itemsize
+    out_offset = out.offset if out is not None else 0
+    flat = all(x.shape == shape and x.is_contiguous() for x in inputs) and out_offset == 0
+    ndim = len(shape)
+    in_dtypes = tuple(x.dtype.name for x in inputs)
+    scalar_types = tuple(ir.compute_type(d) for _, d in scalars)
+    plan.key = ("elementwise", op, in_dtypes, out_dtype.name, scalar_types,
+                "flat" if flat else ndim)
+
+    info: list[int] = [n]
+    if flat:
+        info += [x.offset for x in inputs]
+    else:
+        info += list(shape)
+        for x in inputs:
+            info.append(x.offset)
+            info += broadcast_strides(x, shape)
+    scalar_at = plan.scalar_at = len(info)
+    for value, dtype in scalars:
+        info += scalar_words(value, dtype)
+    plan.info = np.asarray(info, dtype=np.int32)
+    groups = -(-max(n, 1) // WORKGROUP)
+    gx = min(groups, MAX_GROUPS_X)
+    plan.groups = (gx, -(-groups // gx), 1)
+
+    def build() -> ir.Kernel:
+        k = KernelBuilder(f"ew_{op}", (WORKGROUP, 1, 1))
+        out_buf = k.buffer("out", out_dtype, writable=True)
+        bufs = [k.buffer("in", d) for d in in_dtypes]
+        i = k.global_index()
+        with k.if_(i >= k.info(0)):
+            k.return_()
+        values = []
+        for j, buf in enumerate(bufs):
+            if flat:
+                values.append(buf[i + k.info(1 + j)])
+            else:
+                at = 1 + ndim + j * (ndim + 1)
+                pos = strided_offset(k, i, ndim, 1, at + 1, k.info(at))
+                values.append(buf[pos])
+        at, scalar_values = scalar_at, []
+        for ty in scalar_types:
+            scalar_values.append(info_scalar(k, at, ty))
+            at += 2 if ty in ("i64", "f64") else 1
+        if getattr(fn, "uses_builder", False):
+            result = fn(values, scalar_values, k)
+        else:
+            result = fn(values, scalar_values)
+        k.store(out_buf, i, result)
+        return k.build()
+
+    plan.build = build
+    return plan

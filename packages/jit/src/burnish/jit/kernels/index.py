@@ -1,0 +1,199 @@
+"""Indexing kernels: copying into a strided region, gathering along a dim, and deterministic
+accumulating scatters along a dim.
+
+Three kernels serve every layout op: ``copy_into`` (slice_assign, cat), ``gather`` (gather,
+select, embedding) and ``accumulate`` (scatter_add, select_add). Each is generated once per
+dtype and rank; shapes, strides, offsets and the dim travel in ``info``. Index tensors of any
+int dtype are read as i32; their values are in range (``Tensor`` checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from burnish.jit import ir
+from burnish.jit.builder import KernelBuilder
+from burnish.jit.kernels.elementwise import WORKGROUP, broadcast_strides
+from burnish.jit.tensor import JitTensor, numel
+
+
+def coordinates(k: KernelBuilder, index: ir.Expr, ndim: int, shape_at: int) -> list[ir.Var]:
+    """The row-major coordinates of element ``index`` over the shape at ``info[shape_at:]``."""
+    coords: list[ir.Var] = [None] * ndim  # type: ignore[list-item]
+    rest = k.let(index, "rest")
+    for d in reversed(range(ndim)):
+        size = k.info(shape_at + d)
+        coords[d] = k.let(rest % size, "c")
+        if d:
+            k.assign(rest, rest / size)
+    return coords
+
+
+def _position(k: KernelBuilder, coords: Sequence[ir.Expr], at: int) -> ir.Var:
+    """``info[at] + sum(coords[d] * info[at + 1 + d])``: a buffer position from an offset and
+    strides stored at ``info[at:]``."""
+    pos = k.let(k.info(at), "pos")
+    for d, c in enumerate(coords):
+        k.assign(pos, pos + c * k.info(at + 1 + d))
+    return pos
+
+
+def copy_into(dst: JitTensor, src: JitTensor) -> None:
+    """Enqueue ``dst[...] = src`` where ``dst`` is a view (any strides, no overlap) of a buffer
+    no input shares and ``src`` broadcasts to ``dst.shape``. One invocation per element."""
+    shape = dst.shape
+    n = numel(shape)
+    if n == 0:
+        return
+    ndim = len(shape)
+    runtime = dst.runtime
+    info = [n, *shape, dst.offset, *dst.strides, src.offset, *broadcast_strides(src, shape)]
+    key = ("copy_into", src.dtype.name, dst.dtype.name, ndim)
+
+    def build() -> ir.Kernel:
+        k = KernelBuilder("copy_into", (WORKGROUP, 1, 1))
+        out = k.buffer("out", dst.dtype, writable=True)
+        inp = k.buffer("in", src.dtype)
+        i = k.global_index()
+        with k.if_(i >= k.info(0)):
+            k.return_()
+        coords = coordinates(k, i, ndim, 1)
+        to = _position(k, coords, 1 + ndim)
+        at = _position(k, coords, 2 + 2 * ndim)
+        k.store(out, to, inp[at].cast(dst.dtype))
+        return k.build()
+
+    runtime.launch(key, build, [dst.buffer, src.buffer], info, invocations=n)
+
+
+def gather(out: JitTensor, x: JitTensor, dim: int, indices: JitTensor,
+           index_strides: Sequence[int]) -> None:
+    """Enqueue ``out[c] = x[c with c[dim] = indices[c]]`` for every coordinate ``c`` of the plain
+    ``out``, reading ``indices`` at ``index_strides`` over ``out.shape`` (0 strides broadcast a
+    1-d index list for ``select``). One invocation per output element."""
+    shape = out.shape
+    n = numel(shape)
+    if n == 0:
+        return
+    ndim = len(shape)
+    info = [n, *shape, dim, indices.offset, *index_strides, x.offset, *x.strides]
+    key = ("gather", x.dtype.name, indices.dtype.name, ndim)
+
+    def build() -> ir.Kernel:
+        k = KernelBuilder("gather", (WORKGROUP, 1, 1))
+        out_buf = k.buffer("out", x.dtype, writable=True)
+        x_buf = k.buffer("x", x.dtype)
+        index_buf = k.buffer("indices", indices.dtype)
+        i = k.global_index()
+        with k.if_(i >= k.info(0)):
+            k.return_()
+        coords = coordinates(k, i, ndim, 1)
+        the_dim = k.info(1 + ndim)
+        j = k.let(index_buf[_position(k, coords, 2 + ndim)].cast("i32"), "j")
+        source = [ir.select(the_dim.eq(d), j, c) for d, c in enumerate(coords)]
+        k.store(out_buf, i, x_buf[_position(k, source, 3 + 2 * ndim)])
+        return k.build()
+
+    x.runtime.launch(key, build, [out.buffer, x.buffer, indices.buffer], info, invocations=n)
+
+
+def accumulate(out: JitTensor, x: JitTensor, dim: int, indices: JitTensor,
+               index_strides: Sequence[int], values: JitTensor, index_shape: Sequence[int],
+               order: JitTensor | None = None, order_strides: Sequence[int] = ()) -> None:
+    """Enqueue ``out = x`` plus, for every coordinate ``c`` of ``index_shape``, ``values[c]``
+    added at ``c with c[dim] = indices[c]`` (``indices`` read at ``index_strides``; repeated
+    indices accumulate, in index order).
+
+    Deterministic without atomics: one invocation per element of the plain ``out`` (``x``'s
+    shape) sums the values of the index entries that land on it, in the compute type (float32
+    for half floats), then stores once. Without ``order`` it scans all ``index_shape[dim]``
+    entries of its line: ``x.numel * index_shape[dim]`` index reads, for short index lists.
+    With ``order`` (a stable argsort of the indices along ``dim``, read at ``order_strides``)
+    it binary-searches its line for its first entry and reads only the entries that land on
+    it: ``x.numel * log2(index_shape[dim])`` reads plus one per value added. Either way the sum
+    follows index order, as NumPy's ``add.at``.
+    """
+    shape = out.shape
+    n = numel(shape)
+    if n == 0:
+        return
+    ndim = len(shape)
+    info = [n, *shape, dim, *index_shape, indices.offset, *index_strides,
+            values.offset, *values.strides, x.offset, *x.strides]
+    if order is not None:
+        info += [order.offset, *order_strides]
+    sorted_ = order is not None
+    key = ("accumulate", x.dtype.name, indices.dtype.name, values.dtype.name, ndim, sorted_)
+    ty = ir.compute_type(x.dtype)
+
+    def build() -> ir.Kernel:
+        k = KernelBuilder("accumulate", (WORKGROUP, 1, 1))
+        out_buf = k.buffer("out", x.dtype, writable=True)
+        x_buf = k.buffer("x", x.dtype)
+        index_buf = k.buffer("indices", indices.dtype)
+        value_buf = k.buffer("values", values.dtype)
+        order_buf = k.buffer("order", order.dtype) if sorted_ else None
+        i = k.global_index()
+        with k.if_(i >= k.info(0)):
+            k.return_()
+        coords = coordinates(k, i, ndim, 1)
+        the_dim = k.info(1 + ndim)
+        shape_at, index_at = 2 + ndim, 2 + 2 * ndim
+        value_at = index_at + 1 + ndim
+        x_at = value_at + 1 + ndim
+        order_at = x_at + 1 + ndim
+        acc = k.let(x_buf[_position(k, coords, x_at)], "acc")
+        # The index entries that can land on this element share its coordinates outside dim
+        # (and exist only where those are inside the index tensor's shape).
+        inside = k.let(ir.const(True, "bool"), "inside")
+        target = k.let(0, "target")
+        starts = [k.let(k.info(at), "start") for at in (index_at, value_at, order_at)[:2 + sorted_]]
+        for d, c in enumerate(coords):
+            is_dim = the_dim.eq(d)
+            k.assign(inside, inside.and_(is_dim.or_(c < k.info(shape_at + d))))
+            k.assign(target, ir.select(is_dim, c, target))
+            outside = ir.select(is_dim, 0, c)
+            for start, at in zip(starts, (index_at, value_at, order_at)):
+                k.assign(start, start + outside * k.info(at + 1 + d))
+        index_pos, value_pos = starts[0], starts[1]
+
+        def add(entry: ir.Expr) -> None:
+            value = value_buf[value_pos + entry * k.info(value_at + 1 + the_dim)].cast(ty)
+            k.assign(acc, acc.or_(value) if ty == "bool" else acc + value)
+
+        with k.if_(inside):
+            count = k.let(k.info(shape_at + the_dim), "count")
+            index_step = k.let(k.info(index_at + 1 + the_dim), "istep")
+            if not sorted_:
+                with k.for_(0, count, name="e") as e:
+                    with k.if_(index_buf[index_pos + e * index_step].cast("i32").eq(target)):
+                        add(e)
+            else:
+                order_pos, order_step = starts[2], k.let(k.info(order_at + 1 + the_dim), "ostep")
+
+                def entry_at(s: ir.Expr) -> ir.Expr:
+                    return order_buf[order_pos + s * order_step].cast("i32")
+
+                def index_of(e: ir.Expr) -> ir.Expr:
+                    return index_buf[index_pos + e * index_step].cast("i32")
+
+                low, high = k.let(0, "low"), k.let(count, "high")
+                with k.while_(low < high):
+                    mid = k.let((low + high) / 2, "mid")
+                    with k.if_(index_of(entry_at(mid)) < target):
+                        k.assign(low, mid + 1)
+                    with k.else_():
+                        k.assign(high, mid)
+                with k.while_(low < count):
+                    e = k.let(entry_at(low), "e")
+                    with k.if_(index_of(e).ne(target)):
+                        k.break_()
+                    add(e)
+                    k.assign(low, low + 1)
+        k.store(out_buf, i, acc)
+        return k.build()
+
+    buffers = [out.buffer, x.buffer, indices.buffer, values.buffer]
+    if order is not None:
+        buffers.append(order.buffer)
+    x.runtime.launch(key, build, buffers, info, invocations=n)

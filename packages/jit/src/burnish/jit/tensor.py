@@ -1,0 +1,66 @@
+"""``JitTensor``: a GPU backend's primitive, a pooled buffer seen through a strided layout."""
+
+from __future__ import annotations
+
+from burnish.device import Device
+from burnish.dtype import DType
+from burnish.jit.runtime import DeviceBuffer, Runtime
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for size in shape:
+        n *= size
+    return n
+
+
+class JitTensor:
+    """Elements ``buffer[offset + sum(index[d] * strides[d])]`` (strides in elements, may be 0
+    for broadcast dims or negative for flipped ones). Views share the buffer; ops that need a
+    plain layout copy first (``JitBackend.contiguous``)."""
+
+    __slots__ = ("buffer", "shape", "strides", "offset", "dtype", "device", "runtime")
+
+    def __init__(self, buffer: DeviceBuffer, shape: tuple[int, ...], dtype: DType,
+                 device: Device, runtime: Runtime, strides: tuple[int, ...] | None = None,
+                 offset: int = 0):
+        self.buffer = buffer
+        self.shape = tuple(shape)
+        self.strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
+        self.offset = offset
+        self.dtype = dtype
+        self.device = device
+        self.runtime = runtime
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        return numel(self.shape)
+
+    def is_contiguous(self) -> bool:
+        """Row-major with no gaps (size-1 dims may have any stride)."""
+        step = 1
+        for size, stride in zip(reversed(self.shape), reversed(self.strides)):
+            if size != 1 and stride != step:
+                return False
+            step *= size
+        return True
+
+    def view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> JitTensor:
+        return JitTensor(self.buffer, shape, self.dtype, self.device, self.runtime, strides,
+                         offset)
+
+    def __repr__(self) -> str:
+        return (f"JitTensor(shape={self.shape}, dtype={self.dtype}, strides={self.strides}, "
+                f"offset={self.offset}, device={self.device})")
