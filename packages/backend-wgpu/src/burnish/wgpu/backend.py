@@ -1,0 +1,54 @@
+"""``WgpuBackend``: the backend protocol on WebGPU, every op a WGSL kernel of ``burnish.jit``."""
+
+from __future__ import annotations
+
+from burnish.device import Device
+from burnish.dtype import (
+    DType,
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+)
+from burnish.errors import UnsupportedError
+from burnish.jit.backend.backend import JitBackend
+from burnish.wgpu.runtime import WgpuRuntime, adapters
+
+
+class WgpuBackend(JitBackend):
+    """Devices are the WebGPU adapters (discrete GPUs first, then integrated, virtual, CPU).
+
+    dtypes: float32, bfloat16 (stored as float32, rounded at every store), int32, int16, int8
+    and uint8 (stored as int32, wrapped at every store) and bool everywhere; float16 where the
+    adapter has ``shader-f16``, int64 where it has ``shader-int64``. float64 is not offered:
+    WGSL's math built-ins take 16- and 32-bit floats only.
+    """
+
+    name = "wgpu"
+
+    def _discover(self):
+        found = adapters()
+        if not found:
+            raise UnsupportedError(
+                "wgpu backend: no WebGPU adapter found (install a Vulkan, Metal or DX12 driver; "
+                "on Linux without a GPU, Mesa's lavapipe: apt install mesa-vulkan-drivers)")
+        return [(Device(self, "wgpu", i, native=a), WgpuRuntime(a)) for i, a in enumerate(found)]
+
+    def _device_dtypes(self, runtime: WgpuRuntime) -> tuple[DType, ...]:
+        dtypes = [float32, bfloat16, int32, int16, int8, uint8, bool_]
+        if "shader-f16" in runtime.features:
+            dtypes.insert(1, float16)
+        if "shader-int64" in runtime.features:
+            dtypes.insert(-5, int64)
+        return tuple(dtypes)
+
+    def _unsupported_reason(self, dtype: DType, runtime: WgpuRuntime) -> str:
+        if dtype.name == "float64":
+            return "WGSL's math built-ins take 16- and 32-bit floats only"
+        feature = {"float16": "shader-f16", "int64": "shader-int64"}.get(dtype.name)
+        return f"the adapter lacks the {feature!r} feature" if feature else "not supported"

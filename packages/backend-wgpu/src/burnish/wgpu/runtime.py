@@ -1,0 +1,191 @@
+"""``WgpuRuntime``: one WebGPU adapter through wgpu-py; launches are recorded and submitted in
+batches, and reading data back is the one synchronisation."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from burnish.jit import ir
+from burnish.jit.codegen.wgsl import WgslGenerator
+from burnish.jit.runtime import Runtime
+
+# wgpu-py logs a harmless complaint from Mesa's loader when this is unset (headless machines).
+os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+
+import wgpu  # noqa: E402  (the environment above must be set first)
+
+_STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+
+#: Optional adapter features burnish uses when the adapter has them.
+OPTIONAL_FEATURES = ("shader-f16", "shader-int64")
+
+#: Recorded launches are submitted once this many are waiting...
+SUBMIT_EVERY = 64
+#: ... or once they add up to this many workgroups (a few hundred thousand invocations).
+SUBMIT_GROUPS = 1024
+
+
+def adapters() -> list[Any]:
+    """Every compute-capable adapter, discrete GPUs first, then integrated, virtual and CPU."""
+    order = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
+    found = [a for a in wgpu.gpu.enumerate_adapters_sync()
+             if a.info.get("backend_type") not in ("OpenGL", "Empty")]
+    return sorted(found, key=lambda a: order.get(a.info.get("adapter_type"), 4))
+
+
+class WgpuRuntime(Runtime):
+    """One adapter's device and queue."""
+
+    generator = WgslGenerator()
+
+    def __init__(self, adapter: Any):
+        super().__init__()
+        self.adapter = adapter
+        self.features = {f for f in OPTIONAL_FEATURES if f in adapter.features}
+        limits = dict(adapter.limits)
+        wanted = {k: limits[k] for k in (
+            "max-storage-buffers-per-shader-stage", "max-storage-buffer-binding-size",
+            "max-buffer-size", "max-compute-workgroup-storage-size",
+            "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x",
+            "max-bind-groups", "max-bindings-per-bind-group") if k in limits}
+        self.device = adapter.request_device_sync(required_features=sorted(self.features),
+                                                  required_limits=wanted)
+        self.limits = dict(self.device.limits)
+        self.queue = self.device.queue
+        self._encoder = None
+        self._pending = 0
+        self._work = 0
+        self._keepalive: list[Any] = []
+
+    def describe(self) -> str:
+        info = self.adapter.info
+        return f"{info.get('device', '?')} ({info.get('backend_type', '?')})"
+
+    # -- buffers --------------------------------------------------------------------------------
+
+    def allocate(self, nbytes: int) -> Any:
+        return self.device.create_buffer(size=max(nbytes, 16), usage=_STORAGE)
+
+    def free(self, handle: Any) -> None:
+        # Destroying a buffer that recorded work still uses would break that work; waiting for
+        # it first is rare (only when the pool trims) and keeps this simple.
+        self.flush()
+        handle.destroy()
+
+    def _encoder_now(self):
+        if self._encoder is None:
+            self._encoder = self.device.create_command_encoder()
+        return self._encoder
+
+    def write(self, handle: Any, offset: int, data: np.ndarray) -> None:
+        raw = np.ascontiguousarray(data).view(np.uint8).ravel()
+        size = raw.nbytes
+        if size == 0:
+            return
+        padded = -(-size // 4) * 4
+        if padded != size:
+            raw = np.concatenate([raw, np.zeros(padded - size, np.uint8)])
+        # A staging buffer copied by a recorded command keeps the write in order with the
+        # launches around it (queue.write_buffer would run before everything recorded).
+        staging = self.device.create_buffer_with_data(data=raw, usage=wgpu.BufferUsage.COPY_SRC)
+        self._encoder_now().copy_buffer_to_buffer(staging, 0, handle, offset, padded)
+        self._keepalive.append(staging)
+        self._count()
+
+    def copy(self, src: Any, src_offset: int, dst: Any, dst_offset: int, nbytes: int) -> None:
+        if nbytes:
+            self._encoder_now().copy_buffer_to_buffer(src, src_offset, dst, dst_offset,
+                                                      -(-nbytes // 4) * 4)
+            self._count()
+
+    def read(self, items: Sequence[tuple[Any, int, int]]) -> list[bytes]:
+        # Copies start and end on 4-byte boundaries: 2-byte items may start mid-word.
+        skips = [offset % 4 if n else 0 for _, offset, n in items]
+        sizes = [-(-(n + skip) // 4) * 4 for (_, _, n), skip in zip(items, skips)]
+        total = sum(sizes)
+        if total == 0:
+            return [b"" for _ in items]
+        staging = self.device.create_buffer(
+            size=total, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        encoder = self._encoder_now()
+        at = 0
+        for (handle, offset, _), skip, size in zip(items, skips, sizes):
+            if size:
+                encoder.copy_buffer_to_buffer(handle, offset - skip, staging, at, size)
+            at += size
+        self.flush()
+        staging.map_sync(mode=wgpu.MapMode.READ)
+        data = bytes(staging.read_mapped())
+        staging.unmap()
+        staging.destroy()
+        out, at = [], 0
+        for (_, _, n), skip, size in zip(items, skips, sizes):
+            out.append(data[at + skip:at + skip + n])
+            at += size
+        return out
+
+    # -- kernels --------------------------------------------------------------------------------
+
+    def compile(self, kernel: ir.Kernel, source: str) -> Any:
+        entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
+                    "buffer": {"type": "storage" if b.writable else "read-only-storage"}}
+                   for i, b in enumerate(kernel.buffers)]
+        entries.append({"binding": len(kernel.buffers), "visibility": wgpu.ShaderStage.COMPUTE,
+                        "buffer": {"type": "read-only-storage"}})
+        layout = self.device.create_bind_group_layout(entries=entries)
+        module = self.device.create_shader_module(code=source)
+        pipeline = self.device.create_compute_pipeline(
+            layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
+            compute={"module": module, "entry_point": kernel.name})
+        return pipeline, layout
+
+    def dispatch(self, compiled: Any, handles: Sequence[Any], info: np.ndarray,
+                 groups: tuple[int, int, int]) -> None:
+        pipeline, layout = compiled
+        info_buffer = self.device.create_buffer_with_data(data=info, usage=wgpu.BufferUsage.STORAGE)
+        entries = [{"binding": i, "resource": {"buffer": h}} for i, h in enumerate(handles)]
+        entries.append({"binding": len(handles), "resource": {"buffer": info_buffer}})
+        bind_group = self.device.create_bind_group(layout=layout, entries=entries)
+        compute = self._encoder_now().begin_compute_pass()
+        try:
+            compute.set_pipeline(pipeline)
+            compute.set_bind_group(0, bind_group)
+            compute.dispatch_workgroups(*groups)
+        finally:
+            compute.end()
+        self._keepalive.append(info_buffer)
+        # A large launch is submitted at once, so the GPU starts on it while Python records
+        # the next ones; small ones wait to go together.
+        self._work += groups[0] * groups[1] * groups[2]
+        if self._work >= SUBMIT_GROUPS:
+            self.flush()
+        else:
+            self._count()
+
+    def _count(self) -> None:
+        self._pending += 1
+        if self._pending >= SUBMIT_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        """Submit what is recorded (without waiting for it)."""
+        encoder, self._encoder = self._encoder, None
+        self._pending = 0
+        self._work = 0
+        self._keepalive = []
+        if encoder is not None:
+            self.queue.submit([encoder.finish()])
+
+    def sync(self) -> None:
+        # Reading back a few bytes waits for everything submitted before it.
+        self.read([(self._probe(), 0, 4)])
+
+    def _probe(self) -> Any:
+        buf = getattr(self, "_probe_buffer", None)
+        if buf is None:
+            buf = self._probe_buffer = self.device.create_buffer(size=16, usage=_STORAGE)
+        return buf
