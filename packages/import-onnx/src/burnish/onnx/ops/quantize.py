@@ -1,0 +1,111 @@
+"""ONNX's linear quantization on burnish tensors: QuantizeLinear and DequantizeLinear (per
+tensor, per axis and blocked), and the integer and QLinear forms of MatMul and Conv."""
+
+from __future__ import annotations
+
+import burnish as bn
+from burnish import Tensor
+from burnish.onnx.ops.core import DTYPES
+from burnish.onnx.ops.nn import conv, matmul
+
+#: The range of each integer type a quantized value saturates into.
+RANGES = {"uint8": (0, 255), "int8": (-128, 127), "int16": (-32768, 32767)}
+
+
+def _along(value: Tensor, x: Tensor, axis: int, block_size: int = 0) -> Tensor:
+    """A scale or zero point shaped to broadcast against ``x``: one value for the whole
+    tensor, one per index of ``axis``, or one per block of ``block_size`` indices of it."""
+    if value.numel() == 1:
+        return value.reshape([1] * x.ndim)
+    axis = axis + x.ndim if axis < 0 else axis
+    if not block_size:
+        shape = [1] * x.ndim
+        shape[axis] = value.numel()
+        return value.reshape(shape)
+    blocks = Tensor.arange(0, x.shape[axis], device=x.device) // block_size
+    return value.select(axis, blocks)
+
+
+def _saturate(q: Tensor, dtype_name: str) -> Tensor:
+    low, high = RANGES[dtype_name]
+    return q.clamp(min=low, max=high).cast(DTYPES[dtype_name])
+
+
+def quantize_linear(x: Tensor, scale: Tensor, zero_point: Tensor | None, dtype_name: str,
+                    axis: int = 1, block_size: int = 0) -> Tensor:
+    """ONNX QuantizeLinear to an integer type: ``saturate(round(x / scale) + zero_point)``,
+    rounding half to even, the division in ``x``'s dtype."""
+    q = (x / _along(scale, x, axis, block_size).cast(x.dtype)).round().cast(bn.int32)
+    if zero_point is not None:
+        q = q + _along(zero_point, x, axis, block_size).cast(bn.int32)
+    return _saturate(q, dtype_name)
+
+
+def dequantize_linear(x: Tensor, scale: Tensor, zero_point: Tensor | None = None,
+                      axis: int = 1, block_size: int = 0, dtype_name: str | None = None
+                      ) -> Tensor:
+    """ONNX DequantizeLinear: ``(x - zero_point) * scale`` in float32, then in the scale's
+    dtype (or ``dtype_name``)."""
+    y = x.cast(bn.float32)
+    if zero_point is not None:
+        y = y - _along(zero_point, x, axis, block_size).cast(bn.float32)
+    y = y * _along(scale, x, axis, block_size).cast(bn.float32)
+    return y.cast(DTYPES[dtype_name] if dtype_name else scale.dtype)
+
+
+def _centered(x: Tensor, zero_point: Tensor | None) -> Tensor:
+    """An integer tensor less its zero point, as float32 (exact below 2**24, which 8-bit
+    products summed over ordinary sizes stay under)."""
+    y = x.cast(bn.float32)
+    return y if zero_point is None else y - zero_point.cast(bn.float32)
+
+
+def matmul_integer(a: Tensor, b: Tensor, a_zero_point: Tensor | None = None,
+                   b_zero_point: Tensor | None = None) -> Tensor:
+    """ONNX MatMulInteger: ``(a - a_zero_point) @ (b - b_zero_point)`` as int32."""
+    if a_zero_point is not None and a_zero_point.numel() > 1 and a.ndim >= 2:
+        a_zero_point = a_zero_point.reshape([-1, 1])  # one per row of a
+    return matmul(_centered(a, a_zero_point), _centered(b, b_zero_point)).cast(bn.int32)
+
+
+def conv_integer(x: Tensor, w: Tensor, x_zero_point: Tensor | None = None,
+                 w_zero_point: Tensor | None = None, **window) -> Tensor:
+    """ONNX ConvInteger: Conv of the inputs less their zero points, as int32."""
+    if w_zero_point is not None and w_zero_point.numel() > 1:
+        w_zero_point = w_zero_point.reshape([-1] + [1] * (w.ndim - 1))  # per output channel
+    y = conv(_centered(x, x_zero_point), _centered(w, w_zero_point), **window)
+    return y.round().cast(bn.int32)
+
+
+def qlinear_matmul(a: Tensor, a_scale: Tensor, a_zero_point: Tensor | None, b: Tensor,
+                   b_scale: Tensor, b_zero_point: Tensor | None, y_scale: Tensor,
+                   y_zero_point: Tensor | None = None) -> Tensor:
+    """ONNX QLinearMatMul: the integer product rescaled by ``a_scale * b_scale / y_scale``
+    (computed in the scales' dtype), rounded and saturated into ``y_zero_point``'s type."""
+    product = matmul(_centered(a, a_zero_point), _centered(b, b_zero_point))
+    factor = (a_scale * b_scale / y_scale).cast(bn.float32)
+    y = product * factor
+    if y_zero_point is not None:
+        y = y + y_zero_point.cast(bn.float32)
+    target = (y_zero_point if y_zero_point is not None else a).dtype.name
+    return _saturate(y.round(), target)
+
+
+def qlinear_conv(x: Tensor, x_scale: Tensor, x_zero_point: Tensor | None, w: Tensor,
+                 w_scale: Tensor, w_zero_point: Tensor | None, y_scale: Tensor,
+                 y_zero_point: Tensor | None = None, bias: Tensor | None = None,
+                 **window) -> Tensor:
+    """ONNX QLinearConv: ConvInteger plus the int32 bias, rescaled by
+    ``x_scale * w_scale / y_scale`` (per output channel when ``w_scale`` is), rounded and
+    saturated into ``y_zero_point``'s type."""
+    if w_zero_point is not None and w_zero_point.numel() > 1:
+        w_zero_point = w_zero_point.reshape([-1] + [1] * (w.ndim - 1))
+    y = conv(_centered(x, x_zero_point), _centered(w, w_zero_point),
+             None if bias is None else bias.cast(bn.float32), **window)
+    if w_scale.numel() > 1:
+        w_scale = w_scale.reshape([1, -1] + [1] * (w.ndim - 2))
+    y = y * (x_scale * w_scale / y_scale).cast(bn.float32)
+    if y_zero_point is not None:
+        y = y + y_zero_point.cast(bn.float32)
+    target = (y_zero_point if y_zero_point is not None else x).dtype.name
+    return _saturate(y.round(), target)

@@ -1,0 +1,243 @@
+"""Graph simplification before conversion: constant folding, dead nodes, and fusing common
+patterns (MatMul + Add into Linear, the erf form of GELU) into one node."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable
+
+import numpy as np
+
+import onnx
+from burnish.onnx.graph import Graph, Node, Value
+from onnx import helper
+
+#: Operators whose output is not a function of their inputs: never folded.
+RANDOM = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+          "Bernoulli", "Dropout"}
+#: A folded constant larger than this stays a computation (a model file should not grow).
+FOLD_LIMIT = 1 << 20
+#: The domain of the importer's own fused operators (``burnish.Linear``).
+FUSED = "burnish"
+
+
+def numpy_elem_type(array: np.ndarray) -> int:
+    try:
+        return helper.np_dtype_to_tensor_dtype(array.dtype)
+    except Exception:
+        return 0
+
+
+def fold(nodes: Iterable[Node]) -> list[Node]:
+    """The nodes left once every node computable from constants is computed (by onnx's
+    reference implementation) and its outputs made constants."""
+    kept = []
+    for node in nodes:
+        if not _fold_node(node):
+            kept.append(node)
+    return kept
+
+
+def _fold_node(node: Node) -> bool:
+    if node.domain not in ("", "ai.onnx") or node.op_type in RANDOM:
+        return False
+    if any(isinstance(v, onnx.GraphProto) for v in node.attrs.values()):
+        return False
+    if node.op_type in ("Shape", "Size") and node.inputs and node.inputs[0] is not None:
+        shape = node.inputs[0].static_shape()
+        if shape is None:
+            return False
+        if node.op_type == "Size":
+            result = np.array(math.prod(shape), np.int64)
+        else:
+            rank = len(shape)
+            start, end = node.attr("start", 0), node.attr("end", rank)
+            start = min(max(start + rank if start < 0 else start, 0), rank)
+            end = min(max(end + rank if end < 0 else end, 0), rank)
+            result = np.array(shape[start:end], np.int64)
+        _set_const(node.outputs[0], result)
+        return True
+    inputs = [v for v in node.inputs if v is not None]
+    if any(v.const is None for v in inputs):
+        return False
+    if not inputs and node.op_type not in ("Constant",):
+        return False
+    if node.op_type in ("Identity",) and len(inputs) == 1:
+        _set_const(node.outputs[0], inputs[0].const)
+        return True
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        proto = helper.make_node(node.op_type, [v.name if v else "" for v in node.inputs],
+                                 [v.name if v else "" for v in node.outputs], domain=node.domain)
+        proto.attribute.extend(node.proto.attribute)
+        evaluator = ReferenceEvaluator(proto, opsets={"": node.opset})
+        feeds = {v.name: v.const for v in inputs}
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            results = evaluator.run(None, feeds)
+    except Exception:
+        return False
+    if any(not isinstance(r, np.ndarray) or r.size > FOLD_LIMIT for r in results):
+        return False
+    for value, result in zip(node.outputs, results):
+        if value is not None:
+            _set_const(value, result)
+    return True
+
+
+def _set_const(value: Value | None, array: np.ndarray) -> None:
+    if value is None:
+        return
+    value.const = np.asarray(array)
+    elem = numpy_elem_type(value.const)
+    if elem:
+        value.elem_type = elem
+    value.shape = tuple(value.const.shape)
+
+
+def remove_dead(graph: Graph) -> None:
+    """Drop the nodes none of whose outputs reaches a graph output."""
+    needed = {v.name for v in graph.outputs}
+    kept = []
+    for node in reversed(graph.nodes):
+        if any(v is not None and v.name in needed for v in node.outputs):
+            kept.append(node)
+            needed.update(v.name for v in node.inputs if v is not None)
+            for attr in node.attrs.values():
+                if isinstance(attr, onnx.GraphProto):
+                    needed.update(_outer_names(attr))
+    graph.nodes = kept[::-1]
+
+
+def _outer_names(graph: onnx.GraphProto) -> set[str]:
+    names = set()
+    for node in graph.node:
+        names.update(node.input)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                names.update(_outer_names(attr.g))
+    return names
+
+
+def _consumers(graph: Graph) -> dict[str, list[Node]]:
+    users: dict[str, list[Node]] = {}
+    for node in graph.nodes:
+        for v in node.inputs:
+            if v is not None:
+                users.setdefault(v.name, []).append(node)
+        for attr in node.attrs.values():
+            if isinstance(attr, onnx.GraphProto):  # read inside a subgraph: not fusable
+                for name in _outer_names(attr):
+                    users.setdefault(name, []).append(None)  # type: ignore[arg-type]
+    for v in graph.outputs:
+        users.setdefault(v.name, []).append(None)  # type: ignore[arg-type]
+    return users
+
+
+def _only_user(users: dict[str, list[Node]], value: Value, op_type: str) -> Node | None:
+    found = users.get(value.name, [])
+    if len(found) == 1 and found[0] is not None and found[0].op_type == op_type \
+            and found[0].domain == "":
+        return found[0]
+    return None
+
+
+def _scalar(value: Value | None) -> float | None:
+    if value is None or value.const is None or value.const.size != 1:
+        return None
+    return float(np.asarray(value.const).reshape(-1)[0])
+
+
+def fuse(graph: Graph) -> None:
+    """Replace recognised patterns by one node: ``MatMul`` by a constant matrix (and the
+    ``Add`` of a constant bias) becomes ``burnish.Linear``; ``x * 0.5 * (1 + erf(x / sqrt(2)))``
+    becomes ``Gelu``."""
+    users = _consumers(graph)
+    removed: set[int] = set()
+    replaced: dict[int, Node] = {}
+    for node in graph.nodes:
+        if id(node) in removed or node.domain != "":
+            continue
+        if node.op_type == "MatMul":
+            _fuse_linear(node, users, removed, replaced)
+        elif node.op_type == "Erf":
+            _fuse_gelu(node, graph, users, removed, replaced)
+    graph.nodes = [replaced.get(id(n), n) for n in graph.nodes if id(n) not in removed]
+
+
+def _fuse_linear(node: Node, users, removed: set[int], replaced: dict[int, Node]) -> None:
+    x, weight = node.input(0), node.input(1)
+    if weight is None or weight.const is None or weight.const.ndim != 2 \
+            or weight.const.dtype.kind != "f" or x is None or x.const is not None:
+        return
+    if x.rank is not None and x.rank < 2:
+        return  # a vector times a matrix: no batch dim for Linear's output
+    out = node.outputs[0]
+    bias, last = None, node
+    add = _only_user(users, out, "Add")
+    if add is not None:
+        other = add.input(1) if add.input(0) is out else add.input(0)
+        if other is not None and other.const is not None and other.const.ndim == 1 \
+                and other.const.shape[0] == weight.const.shape[1] and other.const.dtype.kind == "f":
+            bias, last = other, add
+    inputs = [x, weight] + ([bias] if bias is not None else [])
+    fused = Node(node.name, "Linear", FUSED, inputs, [last.outputs[0]], {}, 1, node.proto)
+    replaced[id(node)] = fused
+    if last is not node:
+        removed.add(id(last))
+
+
+def _fuse_gelu(erf: Node, graph: Graph, users, removed: set[int],
+               replaced: dict[int, Node]) -> None:
+    producers = {v.name: n for n in graph.nodes for v in n.outputs if v is not None}
+    div = producers.get(erf.inputs[0].name) if erf.inputs[0] is not None else None
+    if div is None or div.op_type not in ("Div", "Mul"):
+        return
+    c = _scalar(div.input(1))
+    if c is None or not (abs(c - math.sqrt(2)) < 1e-3 if div.op_type == "Div"
+                         else abs(c - 1 / math.sqrt(2)) < 1e-3):
+        return
+    x = div.input(0)
+    if len(users.get(div.outputs[0].name, [])) != 1:
+        return
+    add = _only_user(users, erf.outputs[0], "Add")
+    if add is None or _scalar(add.input(1) if add.input(0) is erf.outputs[0]
+                              else add.input(0)) != 1.0:
+        return
+    mul = _only_user(users, add.outputs[0], "Mul")
+    if mul is None:
+        return
+    other = mul.input(1) if mul.input(0) is add.outputs[0] else mul.input(0)
+    if other is x:
+        half = _only_user(users, mul.outputs[0], "Mul")
+        if half is None:
+            return
+        h = half.input(1) if half.input(0) is mul.outputs[0] else half.input(0)
+        if _scalar(h) != 0.5:
+            return
+        chain, last = [div, erf, add, mul, half], half
+    elif _scalar(other) == 0.5:
+        # x * (0.5 * (1 + erf(x / sqrt(2)))), as PyTorch's exporter writes it
+        outer = _only_user(users, mul.outputs[0], "Mul")
+        if outer is None:
+            return
+        if (outer.input(1) if outer.input(0) is mul.outputs[0] else outer.input(0)) is not x:
+            return
+        chain, last = [div, erf, add, mul, outer], outer
+    else:
+        # 0.5 * x first: other = Mul(x, 0.5)
+        half = producers.get(other.name) if other is not None else None
+        if half is None or half.op_type != "Mul" or len(users.get(other.name, [])) != 1:
+            return
+        operands = half.inputs
+        if not ((operands[0] is x and _scalar(operands[1]) == 0.5)
+                or (operands[1] is x and _scalar(operands[0]) == 0.5)):
+            return
+        chain, last = [half, div, erf, add, mul], mul
+    fused = Node(erf.name, "Gelu", "", [x], [last.outputs[0]], {}, 20, erf.proto)
+    for n in chain:
+        removed.add(id(n))
+    removed.discard(id(last))
+    replaced[id(last)] = fused
