@@ -8,6 +8,7 @@ changed).
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -33,13 +34,44 @@ def packages() -> list[Path]:
     return sorted(p.parent for p in PACKAGES.glob("*/pyproject.toml"))
 
 
+#: Extras installed with a package wherever the sessions install it: PoCL, an OpenCL driver for
+#: the CPU, so that the rocm backend runs on machines without a GPU (CI's among them).
+EXTRAS = {"backend-rocm": "[pocl]"}
+
+#: What the conformance session runs without arguments: every first-party backend and its
+#: gradients. The GPU backends run on whatever drivers the machine has (CI: Mesa's lavapipe for
+#: wgpu, PoCL for rocm).
+CONFORMANCE_BACKENDS = ("ndarray", "autodiff+ndarray", "wgpu", "autodiff+wgpu", "rocm",
+                        "autodiff+rocm")
+#: Backends that need a driver; ``BURNISH_REQUIRE_BACKENDS`` (comma-separated, or ``all``) makes
+#: one that cannot start fail the sessions instead of being skipped (CI sets it).
+DRIVER_BACKENDS = {"wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "
+                           "mesa-vulkan-drivers)",
+                   "rocm": "an OpenCL driver (the [pocl] extra installs PoCL for the CPU)"}
+
+
 def install_editable(session: nox.Session, *names: str) -> None:
-    """Install the named packages/ folders (every one when none is named) editable, together."""
+    """Install the named packages/ folders (every one when none is named) editable, together,
+    with their ``EXTRAS``."""
     folders = [PACKAGES / name for name in names] if names else packages()
     args = []
     for folder in folders:
-        args += ["-e", str(folder)]
+        args += ["-e", str(folder) + EXTRAS.get(folder.name, "")]
     session.install(*args)
+
+
+def required_backends() -> set[str]:
+    """The backends ``BURNISH_REQUIRE_BACKENDS`` says must start (``all``: every one)."""
+    wanted = {w.strip() for w in os.environ.get("BURNISH_REQUIRE_BACKENDS", "").split(",")}
+    return set(DRIVER_BACKENDS) if "all" in wanted else wanted & set(DRIVER_BACKENDS)
+
+
+def unavailable(session: nox.Session, name: str) -> str | None:
+    """Why backend ``name`` cannot start in the session's environment (None when it can)."""
+    probe = (f"import burnish\ntry:\n    burnish.backend({name!r}).default_device()\n"
+             "except Exception as e:\n    print(f'{type(e).__name__}: {e}')")
+    out = session.run("python", "-c", probe, silent=True)
+    return out.strip() or None
 
 
 @nox.session
@@ -58,13 +90,24 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def conformance(session: nox.Session) -> None:
     """The conformance suite: ``nox -s conformance -- --backend NAME``. Without arguments it
-    runs twice: on ndarray, and on autodiff+ndarray, where its gradient part runs too."""
-    install_editable(session, "core", "backend-ndarray", "autodiff", "conformance")
+    runs on every backend of ``CONFORMANCE_BACKENDS``, the autodiff ones running its gradient
+    part too; a GPU backend without a driver is skipped with a warning, unless
+    ``BURNISH_REQUIRE_BACKENDS`` names it (CI), where it fails."""
+    install_editable(session, "core", "backend-ndarray", "autodiff", "conformance", "jit",
+                     "backend-wgpu", "backend-rocm")
     if session.posargs:
         session.run("pytest", "--pyargs", "burnish.conformance", *session.posargs)
         return
-    for backend in ("ndarray", "autodiff+ndarray"):
-        session.run("pytest", "--pyargs", "burnish.conformance", "--backend", backend)
+    required, skipped = required_backends(), set()
+    for name in DRIVER_BACKENDS:
+        reason = None if name in required else unavailable(session, name)
+        if reason:
+            session.warn(f"conformance: skipping {name} (needs {DRIVER_BACKENDS[name]}): {reason}")
+            skipped.add(name)
+    for backend in CONFORMANCE_BACKENDS:
+        if backend.split("+")[-1] in skipped:
+            continue
+        session.run("pytest", "-q", "--pyargs", "burnish.conformance", "--backend", backend)
 
 
 @nox.session

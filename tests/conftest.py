@@ -97,3 +97,35 @@ def burnish_info() -> Callable[[Path], tuple[str, list[str]]]:
         return text, backends
 
     return info
+
+
+#: What each backend that needs a driver asks for, for the skip messages.
+DRIVERS = {
+    "wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "
+            "mesa-vulkan-drivers)",
+    "rocm": "an OpenCL driver (pip install 'burnish-backend-rocm[pocl]' for PoCL on the CPU)",
+}
+
+
+@pytest.fixture(scope="session")
+def needs_backends() -> Callable[..., None]:
+    """``needs_backends(*names)`` skips the calling test unless every named backend starts
+    here, naming what to install; where ``BURNISH_REQUIRE_BACKENDS`` (comma-separated, or
+    ``all``) names one, it fails instead (CI, which has the drivers)."""
+    import burnish
+
+    required = {w.strip() for w in os.environ.get("BURNISH_REQUIRE_BACKENDS", "").split(",")}
+
+    def needs(*names: str) -> None:
+        for name in names:
+            try:
+                burnish.backend(name).default_device()
+            except Exception as error:
+                message = (f"backend {name} cannot start here ({type(error).__name__}: {error})"
+                           f"; it needs {DRIVERS.get(name, 'its package')}")
+                if name in required or "all" in required:
+                    pytest.fail(message + " [BURNISH_REQUIRE_BACKENDS requires it]",
+                                pytrace=False)
+                pytest.skip(message)
+
+    return needs

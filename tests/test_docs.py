@@ -16,6 +16,8 @@ PAGES = [
     *sorted(ROOT.glob("examples/*/README.md")),
 ]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+#: A page whose blocks need backends with drivers says so: ``<!-- requires: wgpu, rocm -->``.
+REQUIRES = re.compile(r"^<!-- requires: ([\w, +-]+) -->$", re.MULTILINE)
 
 
 def blocks(page: Path) -> list[tuple[int, str]]:
@@ -37,7 +39,9 @@ def test_the_book_has_runnable_examples():
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_python_blocks_run(page, run):
+def test_python_blocks_run(page, run, needs_backends):
+    for found in REQUIRES.finditer(page.read_text(encoding="utf-8")):
+        needs_backends(*(name.strip() for name in found.group(1).split(",")))
     # A process per page: what one page sets up (a default backend, a plugin) cannot leak.
     run(sys.executable, __file__, page, cwd=ROOT)
 

@@ -15,6 +15,8 @@ FOLDERS = sorted(p for p in EXAMPLES.iterdir() if p.is_dir())
 #: example downloads MNIST, which tests never do; a short run is enough here, since
 #: packages/train/tests/test_train_mnist.py trains it in full and checks its accuracy.
 MNIST = ["--limit", "2000", "--epochs", "1"]
+#: Examples that need backends with drivers (skipped without them, unless CI requires them).
+BACKENDS = {"custom-wgsl-kernel": ("wgpu", "rocm")}
 
 
 def test_there_are_examples():
@@ -22,8 +24,9 @@ def test_there_are_examples():
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
-def test_example_runs(folder, run, tmp_path):
+def test_example_runs(folder, run, tmp_path, needs_backends):
     assert (folder / "README.md").is_file(), f"{folder.name} has no README.md"
+    needs_backends(*BACKENDS.get(folder.name, ()))
     script = folder / f"{folder.name}.py"
     assert script.is_file(), f"{folder.name} has no {script.name}"
     args = []
