@@ -42,7 +42,8 @@ EXTRAS = {"backend-rocm": "[pocl]"}
 #: gradients. The GPU backends run on whatever drivers the machine has (CI: Mesa's lavapipe for
 #: wgpu, PoCL for rocm).
 CONFORMANCE_BACKENDS = ("ndarray", "autodiff+ndarray", "wgpu", "autodiff+wgpu", "rocm",
-                        "autodiff+rocm")
+                        "autodiff+rocm", "fusion+ndarray", "fusion+wgpu", "fusion+rocm",
+                        "autodiff+fusion+wgpu")
 #: Backends that need a driver; ``BURNISH_REQUIRE_BACKENDS`` (comma-separated, or ``all``) makes
 #: one that cannot start fail the sessions instead of being skipped (CI sets it).
 DRIVER_BACKENDS = {"wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "
@@ -93,8 +94,8 @@ def conformance(session: nox.Session) -> None:
     runs on every backend of ``CONFORMANCE_BACKENDS``, the autodiff ones running its gradient
     part too; a GPU backend without a driver is skipped with a warning, unless
     ``BURNISH_REQUIRE_BACKENDS`` names it (CI), where it fails."""
-    install_editable(session, "core", "backend-ndarray", "autodiff", "conformance", "jit",
-                     "backend-wgpu", "backend-rocm")
+    install_editable(session, "core", "backend-ndarray", "autodiff", "fusion", "conformance",
+                     "jit", "backend-wgpu", "backend-rocm")
     if session.posargs:
         session.run("pytest", "--pyargs", "burnish.conformance", *session.posargs)
         return

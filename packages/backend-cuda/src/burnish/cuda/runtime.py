@@ -28,6 +28,7 @@ class CudaRuntime(Runtime):
     """One GPU, one stream."""
 
     generator = CudaGenerator()
+    max_info_words = CUDA_INFO_WORDS
 
     def __init__(self, index: int):
         super().__init__()
@@ -83,6 +84,7 @@ class CudaRuntime(Runtime):
     def dispatch(self, compiled: Any, handles: Sequence[Any], info: np.ndarray,
                  groups: tuple[int, int, int]) -> None:
         function, workgroup = compiled
+        self.launches += 1
         if len(info) > CUDA_INFO_WORDS:
             raise ValueError(f"cuda: a launch's metadata has {len(info)} words, more than the "
                              f"{CUDA_INFO_WORDS} a CUDA launch carries")

@@ -91,6 +91,7 @@ class OpenCLRuntime(Runtime):
     def dispatch(self, compiled: Any, handles: Sequence[Any], info: np.ndarray,
                  groups: tuple[int, int, int]) -> None:
         function, workgroup = compiled
+        self.launches += 1
         info_buffer = cl.Buffer(self.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                 hostbuf=info)
         global_size = tuple(g * w for g, w in zip(groups, workgroup))

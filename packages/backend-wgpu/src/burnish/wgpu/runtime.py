@@ -3,6 +3,7 @@ batches, and reading data back is the one synchronisation."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -37,6 +38,16 @@ def adapters() -> list[Any]:
     return sorted(found, key=lambda a: order.get(a.info.get("adapter_type"), 4))
 
 
+def _locked(method):
+    """``method`` under the runtime's lock: one command encoder is shared by every thread."""
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
 class WgpuRuntime(Runtime):
     """One adapter's device and queue."""
 
@@ -55,6 +66,8 @@ class WgpuRuntime(Runtime):
         self.device = adapter.request_device_sync(required_features=sorted(self.features),
                                                   required_limits=wanted)
         self.limits = dict(self.device.limits)
+        # Every kernel binds its info buffer beside its data buffers.
+        self.max_buffers = self.limits.get("max-storage-buffers-per-shader-stage", 8) - 1
         self.queue = self.device.queue
         self._encoder = None
         self._pending = 0
@@ -70,6 +83,7 @@ class WgpuRuntime(Runtime):
     def allocate(self, nbytes: int) -> Any:
         return self.device.create_buffer(size=max(nbytes, 16), usage=_STORAGE)
 
+    @_locked
     def free(self, handle: Any) -> None:
         # Destroying a buffer that recorded work still uses would break that work; waiting for
         # it first is rare (only when the pool trims) and keeps this simple.
@@ -81,6 +95,7 @@ class WgpuRuntime(Runtime):
             self._encoder = self.device.create_command_encoder()
         return self._encoder
 
+    @_locked
     def write(self, handle: Any, offset: int, data: np.ndarray) -> None:
         raw = np.ascontiguousarray(data).view(np.uint8).ravel()
         size = raw.nbytes
@@ -96,12 +111,14 @@ class WgpuRuntime(Runtime):
         self._keepalive.append(staging)
         self._count()
 
+    @_locked
     def copy(self, src: Any, src_offset: int, dst: Any, dst_offset: int, nbytes: int) -> None:
         if nbytes:
             self._encoder_now().copy_buffer_to_buffer(src, src_offset, dst, dst_offset,
                                                       -(-nbytes // 4) * 4)
             self._count()
 
+    @_locked
     def read(self, items: Sequence[tuple[Any, int, int]]) -> list[bytes]:
         # Copies start and end on 4-byte boundaries: 2-byte items may start mid-word.
         skips = [offset % 4 if n else 0 for _, offset, n in items]
@@ -143,9 +160,11 @@ class WgpuRuntime(Runtime):
             compute={"module": module, "entry_point": kernel.name})
         return pipeline, layout
 
+    @_locked
     def dispatch(self, compiled: Any, handles: Sequence[Any], info: np.ndarray,
                  groups: tuple[int, int, int]) -> None:
         pipeline, layout = compiled
+        self.launches += 1
         info_buffer = self.device.create_buffer_with_data(data=info, usage=wgpu.BufferUsage.STORAGE)
         entries = [{"binding": i, "resource": {"buffer": h}} for i, h in enumerate(handles)]
         entries.append({"binding": len(handles), "resource": {"buffer": info_buffer}})
@@ -171,6 +190,7 @@ class WgpuRuntime(Runtime):
         if self._pending >= SUBMIT_EVERY:
             self.flush()
 
+    @_locked
     def flush(self) -> None:
         """Submit what is recorded (without waiting for it)."""
         encoder, self._encoder = self._encoder, None

@@ -64,6 +64,14 @@ class BackendBase(ABC):
     def sync(self, device: Device) -> None:  # noqa: B027 (synchronous backends need nothing)
         """Wait until every operation queued on ``device`` has finished (no-op when synchronous)."""
 
+    def fuser(self) -> Any:
+        """What ``burnish.fusion`` uses to fuse this backend's ops; ``None`` (the default): ops
+        run one by one under ``Fusion``. A fuser has ``begin()`` and ``end()`` (bracketing the
+        ops to record lazily, per thread), ``flush(device)`` (compute what is pending),
+        ``programs(device)`` (the fused kernels made, for users to look at) and
+        ``launches(device)`` (kernels launched so far); see ``burnish.jit.fuser.JitFuser``."""
+        return None
+
     # -- data in and out ----------------------------------------------------------------------
 
     @abstractmethod

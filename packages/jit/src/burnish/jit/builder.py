@@ -80,10 +80,15 @@ class KernelBuilder:
     def let(self, value, name: str = "v", ty: str | None = None) -> Var:
         """A new mutable variable initialised to ``value``."""
         value = lift(value, ty or "i32")
-        self._names += 1
-        var = Var(f"{name}{self._names}", value.ty)
+        var = Var(self._fresh(name), value.ty)
         self._emit(ir.Declare(var, value))
         return var
+
+    def _fresh(self, name: str) -> str:
+        """A new variable name: ``name`` and a counter, never a type name (``f32``, ``u8``)."""
+        self._names += 1
+        fresh = f"{name}{self._names}"
+        return fresh + "_" if fresh[:1] in "fiu" and fresh[1:].isdigit() else fresh
 
     def assign(self, var: Var, value) -> None:
         self._emit(ir.Assign(var, lift(value, var.ty)))
@@ -132,8 +137,7 @@ class KernelBuilder:
     @contextmanager
     def for_(self, start, stop, step=1, name: str = "i"):
         """``for var in range(start, stop, step)`` (i32, positive step); yields the variable."""
-        self._names += 1
-        var = Var(f"{name}{self._names}", "i32")
+        var = Var(self._fresh(name), "i32")
         stmt = ir.For(var, lift(start, "i32"), lift(stop, "i32"), lift(step, "i32"))
         self._emit(stmt)
         self._blocks.append(stmt.body)

@@ -27,10 +27,22 @@ class Runtime(ABC):
     #: The generator whose language this runtime compiles.
     generator: Generator
 
+    #: The most int32 words of ``info`` one launch carries.
+    max_info_words: int = 1 << 16
+    #: The most buffers one kernel binds.
+    max_buffers: int = 30
+
     def __init__(self) -> None:
         self.pool = BufferPool(self)
         self._kernels: dict[Any, Any] = {}
         self._lock = threading.RLock()
+        #: Kernels launched so far (generated and custom ones; library calls such as cuBLAS
+        #: are not counted). Each runtime's ``dispatch`` counts.
+        self.launches = 0
+        #: Weak references to the lazy tensors recorded and not yet computed (``lazy``).
+        self.lazy_stream: list[Any] = []
+        #: The fused kernels made on this device, by key (``kernels.fused.FusedProgram``).
+        self.fused_programs: dict[Any, Any] = {}
 
     # -- what a runtime implements --------------------------------------------------------------
 

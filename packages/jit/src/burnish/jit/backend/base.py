@@ -13,7 +13,7 @@ from burnish.device import Device
 from burnish.distribution import Distribution
 from burnish.dtype import DType, get_dtype
 from burnish.errors import DTypeError
-from burnish.jit import ir
+from burnish.jit import ir, lazy
 from burnish.jit.kernels import random as random_kernels
 from burnish.jit.kernels.elementwise import elementwise
 from burnish.jit.runtime import Runtime
@@ -34,6 +34,7 @@ class JitBase(Backend):
         self._runtimes: dict[Device, Runtime] = {}
         self._seed = 0
         self._draws = 0
+        self._fuser = None
 
     @abstractmethod
     def _discover(self) -> list[tuple[Device, Runtime]]:
@@ -79,6 +80,14 @@ class JitBase(Backend):
 
     def sync(self, device: Device) -> None:
         self.runtime(device).sync()
+
+    def fuser(self):
+        """Lazy recording and fused kernels for ``burnish.fusion`` (``burnish.jit.fuser``)."""
+        if self._fuser is None:
+            from burnish.jit.fuser import JitFuser
+
+            self._fuser = JitFuser(self)
+        return self._fuser
 
     def _check_dtype(self, dtype: DType, device: Device) -> Runtime:
         runtime = self.runtime(device)
@@ -159,9 +168,13 @@ class JitBase(Backend):
 
     def full(self, shape: tuple[int, ...], value, dtype: DType, device: Device) -> JitTensor:
         runtime = self._check_dtype(dtype, device)
+        if lazy.recording() and numel(shape):
+            # Recorded like any elementwise op, so a constant fuses into what reads it.
+            return lazy.record("fill", _fill, [], dtype, [(value, dtype)], tuple(shape),
+                               runtime, device)
         out = self._new(tuple(shape), dtype, device, runtime)
         if out.numel:
-            elementwise("fill", lambda v, s: s[0], [], dtype, scalars=[(value, dtype)],
+            elementwise("fill", _fill, [], dtype, scalars=[(value, dtype)],
                         shape=out.shape, out=out)
         return out
 
@@ -215,6 +228,10 @@ class JitBase(Backend):
             shape.append(size)
             strides.append(stride * step)
         return x.view(tuple(shape), tuple(strides), offset)
+
+
+def _fill(values: list, scalars: list) -> ir.Expr:
+    return scalars[0]
 
 
 def compute(dtype: DType) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from burnish.dtype import DType
-from burnish.jit import ir
+from burnish.jit import ir, lazy
 from burnish.jit.builder import KernelBuilder
 from burnish.jit.runtime import MAX_GROUPS_X
 from burnish.jit.tensor import JitTensor, numel
@@ -109,6 +109,13 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
     one kernel per dtypes and layout class."""
     first = inputs[0] if inputs else out
     runtime = first.runtime
+    if out is None and lazy.recording():
+        if shape is None:
+            shapes = {x.shape for x in inputs}
+            shape = shapes.pop() if len(shapes) == 1 else broadcast_shape(*shapes)
+        if numel(shape):
+            return lazy.record(op, fn, inputs, out_dtype, scalars, tuple(shape), runtime,
+                               first.device)
     # The generator is part of it: storage sizes differ by language (bfloat16 is 4 bytes in WGSL).
     signature = (runtime.generator, op, out_dtype, shape, tuple(d for _, d in scalars),
                  tuple((x.dtype, x.shape, x.strides, x.offset) for x in inputs),

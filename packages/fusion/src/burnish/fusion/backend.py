@@ -1,0 +1,151 @@
+"""``Fusion``: the backend decorator that records ops lazily and fuses them into kernels."""
+
+from __future__ import annotations
+
+import abc
+import inspect
+import threading
+from typing import Any
+
+from burnish.backend import Backend
+from burnish.device import Device
+from burnish.dtype import DType
+
+_lock = threading.Lock()
+_instances: dict[int, Fusion] = {}
+
+#: Protocol methods ``Fusion`` defines itself rather than forwarding.
+_OWN = frozenset({"devices", "default_device", "_device_of", "dtypes", "describe_device",
+                  "unsupported_reason", "seed", "sync", "fuser"})
+
+
+class Fusion(Backend):
+    """``Fusion(inner)`` runs every op of ``inner``, lazily where ``inner`` has a fuser.
+
+    On a backend with a fuser (``inner.fuser()``: wgpu, rocm and cuda through ``burnish.jit``)
+    elementwise ops (arithmetic, math, casts, comparisons, where and masks, activations written
+    with them) are recorded instead of launched; when a result is needed (a read, an op that is
+    not elementwise, ``sync``, or a long stream), the recorded ops become one generated kernel
+    per output shape, and intermediates nobody references are never written to memory. On a
+    backend without one (ndarray, a third party's) every op runs at once, as on ``inner``.
+
+    One instance per inner backend: ``Fusion(wgpu) is Fusion(wgpu)``; it is what
+    ``burnish.backend("fusion+wgpu")`` gives. Its name is ``"fusion+" + inner.name``, its
+    devices wrap the inner backend's, its primitives are the inner backend's, and it composes
+    with autodiff: ``"autodiff+fusion+wgpu"``.
+    """
+
+    def __new__(cls, inner: Backend) -> Fusion:
+        if not isinstance(inner, Backend):
+            raise TypeError(f"Fusion wraps a backend, got {type(inner).__name__}")
+        with _lock:
+            found = _instances.get(id(inner))
+            if found is None:
+                found = super().__new__(cls)
+                found._inner = inner
+                found.name = f"fusion+{inner.name}"
+                found._fuser = inner.fuser()
+                found._wrapped: dict[Device, Device] = {}
+                _instances[id(inner)] = found
+        return found
+
+    def __init__(self, inner: Backend) -> None:
+        pass  # __new__ set everything up, once per inner backend
+
+    @property
+    def inner(self) -> Backend:
+        """The backend whose ops run."""
+        return self._inner
+
+    def __repr__(self) -> str:
+        return f"Fusion({self._inner!r})"
+
+    # -- devices and dtypes ---------------------------------------------------------------------
+
+    def wrap_device(self, device: Device) -> Device:
+        """The device of this backend that stands for ``device`` of the inner backend."""
+        found = self._wrapped.get(device)
+        if found is None:
+            found = self._wrapped.setdefault(
+                device, Device(self, device.type, device.index, native=device))
+        return found
+
+    def devices(self) -> list[Device]:
+        return [self.wrap_device(d) for d in self._inner.devices()]
+
+    def default_device(self) -> Device:
+        return self.wrap_device(self._inner.default_device())
+
+    def _device_of(self, x: Any) -> Device:
+        return self.wrap_device(self._inner._device_of(x))
+
+    def dtypes(self, device: Device) -> tuple[DType, ...]:
+        return self._inner.dtypes(device.native)
+
+    def describe_device(self, device: Device) -> str:
+        return self._inner.describe_device(device.native)
+
+    def unsupported_reason(self, dtype: DType, device: Device) -> str:
+        return self._inner.unsupported_reason(dtype, device.native)
+
+    def seed(self, seed: int) -> None:
+        self._inner.seed(seed)
+
+    def sync(self, device: Device) -> None:
+        """Compute everything pending on ``device`` and wait for it."""
+        if self._fuser is not None:
+            self._fuser.flush(device.native)
+        self._inner.sync(device.native)
+
+    def fuser(self) -> None:
+        return None  # the ops a Fusion forwards are already recorded by the inner fuser
+
+    # -- introspection --------------------------------------------------------------------------
+
+    def flush(self, device: Device) -> None:
+        """Compute every pending tensor on ``device`` that is still referenced (no wait)."""
+        if self._fuser is not None:
+            self._fuser.flush(device.native)
+
+    def programs(self, device: Device) -> list[Any]:
+        """The fused kernels made so far on ``device`` (empty without a fuser)."""
+        return [] if self._fuser is None else self._fuser.programs(device.native)
+
+    def launches(self, device: Device) -> int | None:
+        """Kernels launched on ``device`` so far (``None`` without a fuser)."""
+        return None if self._fuser is None else self._fuser.launches(device.native)
+
+
+def _forward(name: str) -> Any:
+    """A method that runs ``inner.<name>`` (recording lazily when there is a fuser), with this
+    backend's devices among the arguments replaced by the inner backend's."""
+    params = list(inspect.signature(getattr(Backend, name)).parameters)[1:]
+    device_at = params.index("device") if "device" in params else None
+
+    def op(self: Fusion, *args: Any, **kwargs: Any) -> Any:
+        if device_at is not None:
+            if len(args) > device_at:
+                args = (*args[:device_at], args[device_at].native, *args[device_at + 1:])
+            elif "device" in kwargs:
+                kwargs["device"] = kwargs["device"].native
+        fuser = self._fuser
+        if fuser is None:
+            return getattr(self._inner, name)(*args, **kwargs)
+        fuser.begin()
+        try:
+            return getattr(self._inner, name)(*args, **kwargs)
+        finally:
+            fuser.end()
+
+    op.__name__ = name
+    op.__qualname__ = f"Fusion.{name}"
+    op.__doc__ = getattr(Backend, name).__doc__
+    return op
+
+
+for _name in dir(Backend):
+    if (_name.startswith("__") or _name in _OWN or _name in Fusion.__dict__
+            or not inspect.isfunction(getattr(Backend, _name))):
+        continue
+    setattr(Fusion, _name, _forward(_name))
+abc.update_abstractmethods(Fusion)

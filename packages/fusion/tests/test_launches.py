@@ -1,0 +1,157 @@
+"""Kernel launches under fusion: runs of elementwise ops are one launch, intermediates that
+nobody references are never written, and what is read exists."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import burnish as bn
+from burnish.fusion import launches, programs
+from burnish.jit import lazy
+
+
+def gelu(x: bn.Tensor) -> bn.Tensor:
+    return x * ((x / math.sqrt(2.0)).erf() + 1.0) / 2.0
+
+
+def reference_gelu(x: np.ndarray) -> np.ndarray:
+    from math import erf
+
+    return x * (np.vectorize(erf)(x / math.sqrt(2.0)) + 1.0) / 2.0
+
+
+def sample(shape, seed=0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
+
+
+def test_gelu_is_one_launch(device):
+    values = sample((64, 33))
+    x = bn.Tensor.from_data(values, device=device)
+    before = launches(device)
+    y = gelu(x)
+    assert launches(device) == before, "ops ran before anything was read"
+    got = y.to_data().to_numpy()
+    assert launches(device) == before + 1
+    np.testing.assert_allclose(got, reference_gelu(values), rtol=1e-5, atol=1e-6)
+    program = programs(device)[-1]
+    assert program.ops == ("div_scalar", "erf", "add_scalar", "mul", "div_scalar")
+    assert program.outputs == ("float32",), "an intermediate was written to memory"
+
+
+def test_chain_of_twenty_ops_is_one_launch(device):
+    values = sample((1000,), 1)
+    x = bn.Tensor.from_data(values, device=device)
+    expected = values.astype(np.float64)
+    before = launches(device)
+    y = x
+    for i in range(20):
+        if i % 4 == 0:
+            y, expected = y * 1.01, expected * 1.01
+        elif i % 4 == 1:
+            y, expected = y + x, expected + values
+        elif i % 4 == 2:
+            y, expected = y.tanh(), np.tanh(expected)
+        else:
+            y, expected = y - 0.25, expected - 0.25
+    got = y.to_data().to_numpy()
+    assert launches(device) == before + 1
+    assert len(programs(device)[-1].ops) == 20
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_reading_an_intermediate_makes_it_exist(device):
+    values = sample((10, 10), 2)
+    x = bn.Tensor.from_data(values, device=device)
+    a = x.exp()
+    b = (a + 1.0).log()
+    assert lazy.pending(a.primitive) and lazy.pending(b.primitive)
+    np.testing.assert_allclose(a.to_data().to_numpy(), np.exp(values), rtol=1e-5)
+    assert not lazy.pending(a.primitive)
+    # ``b`` was referenced too, so the same launch computed it.
+    assert not lazy.pending(b.primitive)
+    before = launches(device)
+    np.testing.assert_allclose(b.to_data().to_numpy(), np.log(np.exp(values) + 1), rtol=1e-5)
+    assert launches(device) == before
+
+
+def test_fused_programs_are_compiled_once(device):
+    count = None
+    for shape in [(100,), (7, 9), (100,), (3, 5, 2)]:
+        x = bn.Tensor.from_data(sample(shape), device=device)
+        gelu(x).to_data()
+        found = [p for p in programs(device)
+                 if p.ops == ("div_scalar", "erf", "add_scalar", "mul", "div_scalar")]
+        count = len(programs(device)) if count is None else count
+        assert len(programs(device)) == count, "a new shape compiled a new kernel"
+        assert len(found) == 1
+    assert "erf" in found[0].source
+
+
+def test_broadcast_and_strided_inputs_fuse(device):
+    a_values, b_values = sample((4, 1), 3), sample((1, 5), 4)
+    c_values = sample((5, 4), 5)
+    a = bn.Tensor.from_data(a_values, device=device)
+    b = bn.Tensor.from_data(b_values, device=device)
+    c = bn.Tensor.from_data(c_values, device=device).transpose(0, 1)  # strided
+    before = launches(device)
+    # (a * 2).tanh() is [4, 1]: it is evaluated at the coordinates it broadcasts to.
+    out = ((a * 2.0).tanh() + b) * c + 1.0
+    got = out.to_data().to_numpy()
+    assert launches(device) == before + 1
+    assert programs(device)[-1].rank == 2
+    expected = (np.tanh(a_values * 2) + b_values) * c_values.T + 1
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_ops_that_do_not_fuse_read_computed_inputs(device):
+    values = sample((6, 8), 6)
+    x = bn.Tensor.from_data(values, device=device)
+    total = (x * 2.0 + 1.0).sum(1, keepdim=True)
+    expected = (values.astype(np.float64) * 2 + 1).sum(1, keepdims=True)
+    np.testing.assert_allclose(total.to_data().to_numpy(), expected, rtol=1e-5)
+    y = (x.matmul(x.transpose(0, 1)) - 1.0).abs()
+    ref = np.abs(values.astype(np.float64) @ values.T - 1)
+    np.testing.assert_allclose(y.to_data().to_numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_narrow_dtypes_round_after_every_op(device):
+    ints = np.array([100, 27, -128, 90], dtype=np.int8)
+    x = bn.Tensor.from_data(ints, device=device)
+    wrapped = (x + 100) > 0  # int8 wraps before the comparison, as unfused
+    expected = (ints + np.int8(100)) > 0
+    np.testing.assert_array_equal(wrapped.to_data().to_numpy(), expected)
+    if bn.float16 in device.backend.dtypes(device):
+        halves = np.array([1.0, 2049.0, 0.1, 65504.0], dtype=np.float16)
+        h = bn.Tensor.from_data(halves, device=device)
+        got = ((h + 1.0) - 1.0).to_data().to_numpy()
+        np.testing.assert_array_equal(got, (halves + np.float16(1)) - np.float16(1))
+
+
+def test_a_long_stream_is_flushed_on_the_way(device):
+    x = bn.Tensor.from_data(np.ones(16, dtype=np.float32), device=device)
+    before = launches(device)
+    y = x
+    for _ in range(lazy.STREAM_LIMIT * 2 + 5):
+        y = y + 1.0
+    np.testing.assert_allclose(y.to_data().to_numpy(), 1 + lazy.STREAM_LIMIT * 2 + 5)
+    assert 2 <= launches(device) - before <= 4
+
+
+def test_too_many_inputs_for_one_launch_still_compute(device):
+    runtime = device.native.backend.runtime(device.native)
+    parts = [sample((8,), i) for i in range(runtime.max_buffers + 3)]
+    tensors = [bn.Tensor.from_data(p, device=device) for p in parts]
+    total = tensors[0]
+    for t in tensors[1:]:
+        total = total + t
+    np.testing.assert_allclose(total.to_data().to_numpy(), np.sum(parts, axis=0), rtol=1e-5)
+
+
+def test_sync_computes_what_is_pending(device):
+    x = bn.Tensor.from_data(sample((32,)), device=device)
+    y = x.exp() * 3.0
+    assert lazy.pending(y.primitive)
+    device.backend.sync(device)
+    assert not lazy.pending(y.primitive)

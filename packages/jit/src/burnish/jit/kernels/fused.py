@@ -1,0 +1,241 @@
+"""Fused kernels: one launch computes a group of lazy tensors of one shape from their inputs.
+
+A group (``lazy._groups``) is a list of target tensors of one shape. The kernel runs one
+invocation per element of that shape; every pending op the targets depend on is evaluated in
+registers, in recording order, each through the same expression builder its eager kernel uses
+(so results are the same: values of narrow dtypes are rounded or wrapped after every op, as a
+store and a load would). Inputs that are already computed (and targets of earlier groups) are
+read from memory through strides that map the kernel's coordinates onto them: pending ops of a
+smaller shape broadcast into the group are evaluated at the broadcast coordinates.
+
+The kernel depends only on the structure of the group (ops, dtypes, which values feed which,
+whether every read is plain, the rank); shapes, strides, offsets and scalars travel in the
+launch's ``info``, so a training loop compiles each of its fused programs once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from burnish.jit import ir, lazy
+from burnish.jit.builder import KernelBuilder
+from burnish.jit.kernels.elementwise import (
+    WORKGROUP,
+    broadcast_strides,
+    elementwise,
+    info_scalar,
+    scalar_words,
+)
+from burnish.jit.runtime import MAX_GROUPS_X, Runtime
+from burnish.jit.tensor import JitTensor, contiguous_strides, numel
+
+
+@dataclass
+class FusedProgram:
+    """One fused kernel as users see it (``burnish.fusion.programs``): the ops it evaluates
+    in order, the dtypes of its outputs, its rank (``None``: every read is plain), and how
+    often it ran."""
+
+    ops: tuple[str, ...]
+    outputs: tuple[str, ...]
+    rank: int | None
+    key: tuple = field(repr=False)
+    runtime: Runtime = field(repr=False)
+    launches: int = 0
+
+    @property
+    def source(self) -> str:
+        """The generated source (WGSL, OpenCL C or CUDA C)."""
+        return self.runtime.source_of(self.key)
+
+    def __str__(self) -> str:
+        layout = "plain" if self.rank is None else f"strided rank {self.rank}"
+        return (f"fused kernel: {len(self.ops)} ops ({', '.join(self.ops)}) -> "
+                f"{len(self.outputs)} outputs ({', '.join(self.outputs)}), {layout}, "
+                f"{self.launches} launches")
+
+
+def run_groups(runtime: Runtime, groups: list[list[lazy.LazyTensor]]) -> None:
+    """Compute every group in order (recording is off meanwhile: the fallback runs eagerly)."""
+    depth = lazy.suspend()
+    try:
+        for targets in groups:
+            _run(runtime, targets)
+    finally:
+        lazy.resume(depth)
+
+
+def kernel_strides(x: JitTensor, node_shape: tuple[int, ...],
+                   shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides that read ``x``, an input of an op of ``node_shape``, at the coordinates of
+    a kernel over ``shape`` (which ``node_shape`` broadcasts to)."""
+    seen = broadcast_strides(x, node_shape)
+    lead = len(shape) - len(node_shape)
+    return tuple(0 if d < lead or node_shape[d - lead] == 1 else seen[d - lead]
+                 for d in range(len(shape)))
+
+
+class _Plan:
+    """A group laid out for one kernel: nodes in order, memory reads, buffers, metadata."""
+
+    def __init__(self, targets: list[lazy.LazyTensor]):
+        self.targets = targets
+        self.shape = shape = targets[0].shape
+        self.nodes = _in_order(targets)
+        at = {id(t): j for j, t in enumerate(self.nodes)}
+        plain = contiguous_strides(shape)
+        self.buffers: list[JitTensor] = []  # one tensor per distinct buffer and dtype read
+        buffer_at: dict[tuple, int] = {}
+        self.reads: list[tuple[int, int, tuple[int, ...]]] = []  # (buffer, offset, strides)
+        read_at: dict[tuple, int] = {}
+        structure = []
+        for t in self.nodes:
+            node, refs = t.node, []
+            for x in node.inputs:
+                if id(x) in at:
+                    refs.append(("v", at[id(x)]))
+                    continue
+                buffer = x.buffer
+                slot = buffer_at.setdefault((id(buffer), x.dtype), len(self.buffers))
+                if slot == len(self.buffers):
+                    self.buffers.append(x)
+                read = (slot, x.offset, kernel_strides(x, node.shape, shape))
+                refs.append(("r", read_at.setdefault(read, len(self.reads))))
+                if refs[-1][1] == len(self.reads):
+                    self.reads.append(read)
+            structure.append((node.op, tuple(refs), tuple(x.dtype.name for x in node.inputs),
+                              node.dtype.name, tuple(ir.compute_type(d) for _, d in node.scalars)))
+        self.flat = all(s == p for _, _, strides in self.reads
+                        for s, p, size in zip(strides, plain, shape) if size != 1)
+        self.outputs = tuple(at[id(t)] for t in targets)
+        rank = None if self.flat else len(shape)
+        self.key = ("fused", rank, tuple(structure), self.outputs,
+                    tuple(b.dtype.name for b in self.buffers))
+        self.rank = rank
+
+    def info(self) -> np.ndarray:
+        words = [numel(self.shape)]
+        if not self.flat:
+            words += list(self.shape)
+        for _, offset, strides in self.reads:
+            words.append(offset)
+            if not self.flat:
+                words += list(strides)
+        for t in self.nodes:
+            for value, dtype in t.node.scalars:
+                words += scalar_words(value, dtype)
+        return np.asarray(words, dtype=np.int32)
+
+    def build(self) -> ir.Kernel:
+        ndim = len(self.shape)
+        k = KernelBuilder("fused", (WORKGROUP, 1, 1))
+        outs = [k.buffer("out", t.dtype, writable=True) for t in self.targets]
+        bufs = [k.buffer("in", b.dtype) for b in self.buffers]
+        i = k.global_index()
+        with k.if_(i >= k.info(0)):
+            k.return_()
+        at = 1
+        coords = []
+        if not self.flat:
+            at += ndim
+            coords = [None] * ndim
+            rest = k.let(i, "rest")
+            for d in reversed(range(ndim)):
+                coords[d] = k.let(rest % k.info(1 + d), "c")
+                if d:
+                    k.assign(rest, rest / k.info(1 + d))
+        loaded = []
+        for slot, _, _ in self.reads:
+            if self.flat:
+                pos = i + k.info(at)
+                at += 1
+            else:
+                pos = k.info(at)
+                for d in range(ndim):
+                    pos = pos + coords[d] * k.info(at + 1 + d)
+                at += 1 + ndim
+            loaded.append(k.let(bufs[slot][pos], "x"))
+        values = []
+        for t, (_, refs, _, _, scalar_types) in zip(self.nodes, self.key[2]):
+            node = t.node
+            inputs = [values[j] if kind == "v" else loaded[j] for kind, j in refs]
+            scalars = []
+            for ty in scalar_types:
+                scalars.append(info_scalar(k, at, ty))
+                at += 2 if ty in ("i64", "f64") else 1
+            if getattr(node.fn, "uses_builder", False):
+                result = node.fn(inputs, scalars, k)
+            else:
+                result = node.fn(inputs, scalars)
+            # Round or wrap to the op's dtype, as storing and loading it would.
+            result = ir.lift(result, ir.compute_type(node.dtype)).cast(node.dtype)
+            values.append(k.let(result, "f"))
+        for buf, j in zip(outs, self.outputs):
+            k.store(buf, i, values[j])
+        return k.build()
+
+
+def _in_order(targets: list[lazy.LazyTensor]) -> list[lazy.LazyTensor]:
+    """The pending tensors ``targets`` need, inputs before the ops that read them."""
+    order, seen = [], set()
+    for target in targets:
+        stack = [(target, False)]
+        while stack:
+            t, ready = stack.pop()
+            if ready:
+                order.append(t)
+                continue
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            stack.append((t, True))
+            for x in reversed(t.node.inputs):
+                if lazy.pending(x) and id(x) not in seen:
+                    stack.append((x, False))
+    return order
+
+
+def _run(runtime: Runtime, targets: list[lazy.LazyTensor]) -> None:
+    plan = _Plan(targets)
+    info = plan.info()
+    if (len(info) > runtime.max_info_words
+            or len(plan.buffers) + len(targets) > runtime.max_buffers):
+        _run_eagerly(plan)
+        return
+    compiled = runtime.kernel(plan.key, plan.build)[0]
+    program = runtime.fused_programs.get(plan.key)
+    if program is None:
+        program = runtime.fused_programs[plan.key] = FusedProgram(
+            tuple(t.node.op for t in plan.nodes), tuple(t.dtype.name for t in targets),
+            plan.rank, plan.key, runtime)
+    program.launches += 1
+    n = numel(plan.shape)
+    outs = [runtime.pool.alloc(n * runtime.generator.storage_numpy(t.dtype.name).itemsize)
+            for t in targets]
+    handles = [b.handle for b in outs] + [x.buffer.handle for x in plan.buffers]
+    groups = -(-n // WORKGROUP)
+    gx = min(groups, MAX_GROUPS_X)
+    runtime.dispatch(compiled, handles, info, (gx, -(-groups // gx), 1))
+    for t, buffer in zip(targets, outs):
+        t.buffer = buffer
+        t.node = None
+
+
+def _run_eagerly(plan: _Plan) -> None:
+    """One launch per op: for groups whose metadata or buffers exceed what a launch carries."""
+    done: dict[int, JitTensor] = {}
+    for t in plan.nodes:
+        node = t.node
+        inputs = [done.get(id(x), x) for x in node.inputs]
+        out = None
+        if not inputs:  # a constant
+            itemsize = t.runtime.generator.storage_numpy(t.dtype.name).itemsize
+            out = JitTensor(t.runtime.pool.alloc(t.numel * itemsize), t.shape, t.dtype, t.device,
+                            t.runtime)
+        done[id(t)] = elementwise(node.op, node.fn, inputs, node.dtype, node.scalars, node.shape,
+                                  out=out)
+    for t in plan.targets:
+        t.buffer = done[id(t)].buffer
+        t.node = None
