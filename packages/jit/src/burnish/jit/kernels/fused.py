@@ -199,10 +199,14 @@ def _in_order(targets: list[lazy.LazyTensor]) -> list[lazy.LazyTensor]:
 
 def _run(runtime: Runtime, targets: list[lazy.LazyTensor]) -> None:
     plan = _Plan(targets)
+    if len(plan.nodes) == 1:
+        # A lone op: its own elementwise kernel, shared with unfused use of the backend.
+        _run_eagerly(plan)
+        return
     info = plan.info()
     if (len(info) > runtime.max_info_words
             or len(plan.buffers) + len(targets) > runtime.max_buffers):
-        _run_eagerly(plan)
+        _split(runtime, plan)
         return
     compiled = runtime.kernel(plan.key, plan.build)[0]
     program = runtime.fused_programs.get(plan.key)
@@ -223,8 +227,27 @@ def _run(runtime: Runtime, targets: list[lazy.LazyTensor]) -> None:
         t.node = None
 
 
+def _split(runtime: Runtime, plan: _Plan) -> None:
+    """Run a group too large for one launch as two: the first half of its ops (with what the
+    second half reads from them as outputs), then the rest reading those from memory."""
+    half = len(plan.nodes) // 2
+    first = {id(t) for t in plan.nodes[:half]}
+    wanted = {id(t) for t in plan.targets}
+    for t in plan.nodes[half:]:
+        wanted.update(id(x) for x in t.node.inputs if id(x) in first)
+    cut = [t for t in plan.nodes[:half] if id(t) in wanted and t.shape == plan.shape]
+    if not cut:
+        _run_eagerly(plan)
+        return
+    _run(runtime, cut)
+    rest = [t for t in plan.targets if lazy.pending(t)]
+    if rest:
+        _run(runtime, rest)
+
+
 def _run_eagerly(plan: _Plan) -> None:
-    """One launch per op: for groups whose metadata or buffers exceed what a launch carries."""
+    """One launch per op: for a lone op, and for groups whose metadata or buffers exceed what
+    a launch carries."""
     done: dict[int, JitTensor] = {}
     for t in plan.nodes:
         node = t.node
