@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from burnish.jit import ir
-from burnish.jit.codegen.base import ERF, Generator, float_literal, horner
+from burnish.jit.codegen.base import Generator, float_literal
 
 _BINDING_TYPES = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "f32",
                   "int64": "i64", "int32": "i32", "int16": "i32", "int8": "i32", "uint8": "i32",
@@ -255,37 +255,31 @@ fn pow_f32(a: f32, b: f32) -> f32 {{
 
     def _erf(self) -> str:
         isnan = self._nan_tests()["isnan"]
-
-        def lit(c: float) -> str:
-            return self.literal(c, "f32")
-
-        def ratio(p: str, q: str, var: str) -> str:
-            return f"{horner(var, ERF[p], lit)} / {horner(var, ERF[q], lit)}"
-
+        # A float32 erf within about 1 ulp (N. Juffa's minimax fits): one exp and one branch,
+        # where fdlibm's double-precision algorithm takes two exps, a division and four.
         return self.helper("erf_f32", f"""
 fn erf_f32(x: f32) -> f32 {{
     if ({isnan}(x)) {{ return x; }}
-    let ax = abs(x);
-    if (ax < 0.84375f) {{
-        if (ax < 3.7252903e-09f) {{ return x + {lit(ERF["efx"])} * x; }}
-        let z = x * x;
-        return x + x * ({ratio("pp", "qq", "z")});
+    let t = abs(x);
+    let s = x * x;
+    if (t > 0.927734375f) {{
+        var r = fma(-1.72853470e-5f, t, 3.83197126e-4f);
+        let u = fma(-3.88396438e-3f, t, 2.42546219e-2f);
+        r = fma(r, s, u);
+        r = fma(r, t, -1.06777877e-1f);
+        r = fma(r, t, -6.34846687e-1f);
+        r = fma(r, t, -1.28717512e-1f);
+        r = fma(r, t, -t);
+        let e = 1.0f - exp(r);
+        return select(e, -e, x < 0.0f);
     }}
-    if (ax < 1.25f) {{
-        let s = ax - 1.0f;
-        return sign(x) * ({lit(ERF["erx"])} + {ratio("pa", "qa", "s")});
-    }}
-    if (ax >= 6.0f) {{ return sign(x); }}
-    let s = 1.0f / (ax * ax);
-    var q: f32;
-    if (ax < 2.857142857f) {{
-        q = {ratio("ra", "sa", "s")};
-    }} else {{
-        q = {ratio("rb", "sb", "s")};
-    }}
-    let z = bitcast<f32>(bitcast<u32>(ax) & 0xfffff000u);
-    let r = exp(-z * z - 0.5625f) * exp((z - ax) * (z + ax) + q) / ax;
-    return sign(x) * (1.0f - r);
+    var r = -5.96761703e-4f;
+    r = fma(r, s, 4.99119423e-3f);
+    r = fma(r, s, -2.67681349e-2f);
+    r = fma(r, s, 1.12819925e-1f);
+    r = fma(r, s, -3.76125336e-1f);
+    r = fma(r, s, 1.28379166e-1f);
+    return fma(r, x, x);
 }}""")
 
     # -- the module -----------------------------------------------------------------------------
