@@ -49,6 +49,7 @@ class OpenCLRuntime(Runtime):
         self.has_fp64 = "cl_khr_fp64" in device.extensions or device.double_fp_config != 0
         self.max_workgroup = device.max_work_group_size
         self.local_memory = device.local_mem_size
+        self.max_workgroup_bytes = int(device.local_mem_size)
 
     def describe(self) -> str:
         return f"{self.cl_device.name.strip()} ({self.platform.name.strip()})"
