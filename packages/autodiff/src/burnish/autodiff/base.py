@@ -92,6 +92,11 @@ class AutodiffBase(BackendBase):
     def sync(self, device: Device) -> None:
         self._inner.sync(device.native)
 
+    def fuser(self) -> None:
+        """None: autodiff records its own graph; fusion goes beneath it
+        (``autodiff+fusion+wgpu``), where the ops it forwards are fused."""
+        return None
+
     # -- data in and out ----------------------------------------------------------------------
 
     def from_data(self, data: TensorData, device: Device) -> P:
