@@ -1,0 +1,324 @@
+"""``Communicator``: one rank's NCCL communicator on one GPU, and its collectives on burnish
+tensors, enqueued on the stream where the cuda backend runs that GPU's ops."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import burnish as bn
+from burnish import Tensor
+from burnish.backend.autodiff_ops import AutodiffOps
+from burnish.cuda import runtime as cuda_runtime
+from burnish.cuda.backend import CudaBackend
+from burnish.cuda.distributed import gradients
+from burnish.device import Device
+from burnish.dtype import DType, int32
+from burnish.errors import DeviceError, DTypeError, UnsupportedError
+from burnish.jit.tensor import JitTensor
+
+#: NCCL's element type per dtype, by the name CuPy gives it (``cupy.cuda.nccl.NCCL_FLOAT32``...).
+#: NCCL has no 16-bit integer and no bool: reductions refuse them (broadcasts move bytes).
+NCCL_TYPES = {
+    "float64": "NCCL_FLOAT64", "float32": "NCCL_FLOAT32", "float16": "NCCL_FLOAT16",
+    "bfloat16": "NCCL_BFLOAT16", "int64": "NCCL_INT64", "int32": "NCCL_INT32",
+    "int8": "NCCL_INT8", "uint8": "NCCL_UINT8",
+}
+#: NCCL's reduction per ``op``; ``mean`` is ``ncclAvg`` (sum, then division by the world size).
+NCCL_OPS = {"sum": "NCCL_SUM", "prod": "NCCL_PROD", "max": "NCCL_MAX", "min": "NCCL_MIN",
+            "mean": "NCCL_AVG"}
+#: ncclAvg appeared in NCCL 2.10; before it, ``mean`` is a sum and a multiplication.
+_AVG_VERSION = 21000
+
+
+def load_nccl() -> Any:
+    """CuPy's NCCL bindings (``cupy.cuda.nccl``). Raises ``UnsupportedError`` saying what to
+    install when CuPy, or the NCCL library it loads, is missing."""
+    if cuda_runtime.cp is None:
+        raise UnsupportedError(
+            f"cuda distributed: CuPy is not importable ({cuda_runtime.CUPY_ERROR}); install the "
+            "wheel for your driver: pip install 'burnish-backend-cuda[cuda12]' or [cuda13]")
+    try:
+        # Imported by name: ``cupy.cuda.nccl`` is not an attribute of ``cupy.cuda`` until then.
+        from cupy.cuda import nccl
+    except ImportError as error:
+        reason = str(error)
+    else:
+        if getattr(nccl, "available", False) and hasattr(nccl, "NcclCommunicator"):
+            return nccl
+        reason = _nccl_import_error()
+    raise UnsupportedError(
+        f"cuda distributed: CuPy has no NCCL ({reason}); install NCCL for your CUDA version, "
+        "e.g. pip install nvidia-nccl-cu12 (or -cu13), or python -m cupyx.tools.install_library "
+        "--library nccl --cuda 12.x")
+
+
+def _nccl_import_error() -> str:
+    """Why CuPy's NCCL module did not load (CuPy only warns): its import error, again."""
+    try:
+        import cupy_backends.cuda.libs.nccl  # noqa: F401
+    except ImportError as error:
+        return str(error)
+    return "cupy.cuda.nccl.available is False"
+
+
+def unique_id() -> tuple[int, ...]:
+    """A new NCCL unique id (128 ints): what every rank of one communicator is created with.
+    ``launch`` makes one; processes started another way share one made by one of them."""
+    return tuple(load_nccl().get_unique_id())
+
+
+def reduction(dtype: DType, op: str) -> tuple[str, str]:
+    """CuPy's names of NCCL's element type and reduction for ``op`` over ``dtype``. Raises
+    ValueError for an unknown ``op``, DTypeError for bool, for ``mean`` of integers, and
+    UnsupportedError for a dtype NCCL lacks (int16)."""
+    if op not in NCCL_OPS:
+        raise ValueError(f"all_reduce: op must be one of {', '.join(NCCL_OPS)}, got {op!r}")
+    if dtype.is_bool:
+        raise DTypeError("all_reduce: bool tensors cannot be reduced; cast them with .int() "
+                         "(sum counts the ranks where an element is true)")
+    if op == "mean" and not dtype.is_float:
+        raise DTypeError(f"all_reduce: the mean of {dtype} values is not an integer; cast to a "
+                         "float dtype first, or reduce with op='sum'")
+    if dtype.name not in NCCL_TYPES:
+        raise UnsupportedError(f"all_reduce: NCCL has no {dtype} type; cast to int32 first")
+    return NCCL_TYPES[dtype.name], NCCL_OPS[op]
+
+
+def cuda_operand(tensor: Tensor, op: str) -> tuple[JitTensor, Callable[[JitTensor], Tensor]]:
+    """``tensor``'s primitive on the cuda backend beneath its decorators (autodiff's inner
+    primitive; fusion shares the cuda backend's), and a function wrapping a cuda primitive
+    back into a tensor of ``tensor``'s backend and device (not tracked by autodiff).
+
+    Raises TypeError for a non-tensor and DeviceError naming the backend of a tensor that is
+    not on cuda."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"{op}: expected a burnish Tensor, got {type(tensor).__name__}")
+    backend, prim, layers = tensor.backend, tensor.primitive, []
+    while not isinstance(backend, CudaBackend):
+        if isinstance(backend, AutodiffOps):
+            layers.append(backend)
+            prim = backend.inner(prim)
+            backend = backend.inner_backend
+        elif _is_fusion(backend):
+            backend = backend.inner  # its primitives are the inner backend's
+        else:
+            raise DeviceError(
+                f"{op}: the tensor is on backend {tensor.backend.name!r} ({tensor.device}), not "
+                "on cuda; NCCL moves GPU memory only: move it with "
+                ".to_device(communicator.device)")
+
+    def wrap(out: JitTensor) -> Tensor:
+        for layer in reversed(layers):
+            out = layer.from_inner(out)
+        return Tensor.from_primitive(out, tensor.device, tensor.dtype)
+
+    return prim, wrap
+
+
+def _is_fusion(backend: Any) -> bool:
+    try:
+        from burnish.fusion import Fusion
+    except ImportError:
+        return False
+    return isinstance(backend, Fusion)
+
+
+class Communicator:
+    """Rank ``rank`` of ``world_size`` processes, each driving one GPU: ``device`` (a device of
+    the ``cuda`` backend, ``cuda:rank`` by default). Made by ``launch`` for the function it
+    runs; processes started another way make it themselves from one shared ``unique_id()``.
+
+    Every collective is called by every rank, in the same order, with tensors of the same
+    shape and dtype (NCCL cannot tell otherwise: mismatched calls hang or mix up data). They
+    are enqueued on the stream where the cuda backend runs ``device``'s ops, so they see every
+    op enqueued before and are seen by every op after; they return at once, like other ops.
+    Results are new tensors (tensors are values); a tensor of an autodiff backend is reduced
+    through its inner primitive, and the result is not tracked.
+    """
+
+    def __init__(self, rank: int, world_size: int, unique_id: Sequence[int],
+                 device: Device | int | None = None):
+        self._comm = None
+        nccl = load_nccl()
+        if not 0 <= rank < world_size:
+            raise ValueError(f"Communicator: rank {rank} is outside 0..{world_size - 1} of a "
+                             f"world of {world_size}")
+        backend = bn.backend("cuda")
+        devices = backend.devices()
+        if device is None:
+            device = rank
+        if isinstance(device, int):
+            if not 0 <= device < len(devices):
+                raise DeviceError(f"Communicator: there is no cuda:{device}; CuPy sees "
+                                  f"{len(devices)} GPU(s)")
+            device = devices[device]
+        if device.backend is not backend:
+            raise DeviceError(f"Communicator: {device!r} is not a device of the cuda backend")
+        self.rank = rank
+        self.world_size = world_size
+        self.device = device
+        self._nccl = nccl
+        self._backend: CudaBackend = backend
+        self._runtime = backend.runtime(device)
+        self._avg = nccl.get_version() >= _AVG_VERSION
+        # NCCL binds a communicator to the current device; this process drives that one.
+        self._runtime.cuda_device.use()
+        self._comm = nccl.NcclCommunicator(world_size, tuple(unique_id), rank)
+
+    def __repr__(self) -> str:
+        return f"Communicator(rank={self.rank}, world_size={self.world_size}, {self.device})"
+
+    # -- collectives ------------------------------------------------------------------------
+
+    def all_reduce(self, tensor: Tensor, op: str = "sum") -> Tensor:
+        """The elementwise ``op`` (``"sum"``, ``"mean"``, ``"max"``, ``"min"``, ``"prod"``) of
+        ``tensor`` over all ranks, on every rank: a new tensor of ``tensor``'s backend, shape
+        and dtype. Raises as ``reduction`` says for dtypes and ops, and DeviceError for a
+        tensor not on this communicator's device."""
+        reduction(tensor.dtype, op)
+        prim, wrap = self._operand(tensor, "all_reduce")
+        return wrap(self._all_reduce([prim], op)[0])
+
+    def broadcast(self, tensor: Tensor, root: int = 0) -> Tensor:
+        """Rank ``root``'s ``tensor`` on every rank, as a new tensor. Every rank passes a tensor
+        of the same shape and dtype (the others' values are not read); any dtype."""
+        self._check_root(root)
+        prim, wrap = self._operand(tensor, "broadcast")
+        return wrap(self._broadcast([prim], root)[0])
+
+    def all_reduce_gradients(self, grads: Any, params_or_module: Any, op: str = "mean") -> Any:
+        """``grads`` with every trained parameter's gradient averaged over the ranks (``op``:
+        ``"mean"``, or ``"sum"``), as a new object of ``grads``' type; pass the result to the
+        optimizer as you would ``grads``.
+
+        ``grads`` is what ``loss.backward()`` returned (``burnish.autodiff.Gradients``) or a
+        ``burnish.optim.GradientsParams``; ``params_or_module`` the module (or its Params) whose
+        gradients to reduce. The gradients go in one flat buffer per dtype, so a whole model
+        costs one NCCL call per dtype, all in one NCCL group. A trained parameter without a
+        gradient on this rank counts as zeros. Averaged gradients on every rank and the same
+        starting parameters (``broadcast_module``) keep the ranks' models identical.
+        """
+        if op not in ("mean", "sum"):
+            raise ValueError(f"all_reduce_gradients: op must be 'mean' or 'sum', got {op!r}")
+        return gradients.reduce_gradients(grads, params_or_module,
+                                          lambda flats: self._all_reduce_tensors(flats, op))
+
+    def broadcast_module(self, module: Any, root: int = 0) -> Any:
+        """A copy of ``module`` holding rank ``root``'s parameter values (frozen ones and batch
+        norm statistics included) on this rank's device; ids and flags stay this rank's. Call
+        it once before training so every rank starts from the same model. One NCCL call per
+        dtype of the parameters."""
+        self._check_root(root)
+
+        def collective(flats: list[Tensor]) -> list[Tensor]:
+            prims, wraps = zip(*(self._operand(flat, "broadcast_module") for flat in flats))
+            return [wrap(out) for wrap, out in zip(wraps, self._broadcast(list(prims), root))]
+
+        return gradients.replace_params(module, collective)
+
+    def barrier(self) -> None:
+        """Wait until every rank has reached this call and this rank's GPU has finished all
+        work enqueued before it."""
+        one = self._backend.full((1,), 1, int32, self.device)
+        self._all_reduce([one], "sum")
+        self._runtime.sync()
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Wait for this rank's queued work, then free the NCCL communicator (every rank
+        closes its own; collectives fail afterwards)."""
+        if self._comm is not None:
+            self._runtime.sync()
+            self._comm.destroy()
+            self._comm = None
+
+    def abort(self) -> None:
+        """Free the NCCL communicator at once, abandoning collectives in flight (after an
+        error, when the other ranks may never call theirs)."""
+        if self._comm is not None:
+            self._comm.abort()
+            self._comm = None
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
+
+    # -- NCCL calls -------------------------------------------------------------------------
+
+    def _operand(self, tensor: Tensor, op: str) -> tuple[JitTensor, Callable]:
+        prim, wrap = cuda_operand(tensor, op)
+        if prim.device != self.device:
+            raise DeviceError(f"{op}: the tensor is on {prim.device}, but rank {self.rank}'s "
+                              f"communicator is on {self.device}; move it with "
+                              f".to_device(communicator.device)")
+        return prim, wrap
+
+    def _all_reduce_tensors(self, tensors: list[Tensor], op: str) -> list[Tensor]:
+        for tensor in tensors:
+            reduction(tensor.dtype, op)
+        prims, wraps = zip(*(self._operand(t, "all_reduce_gradients") for t in tensors))
+        return [wrap(out) for wrap, out in zip(wraps, self._all_reduce(list(prims), op))]
+
+    def _all_reduce(self, xs: list[JitTensor], op: str) -> list[JitTensor]:
+        """One all-reduce per primitive (checked already), grouped into one NCCL launch."""
+        divide = op == "mean" and not self._avg
+        nccl_op = getattr(self._nccl, NCCL_OPS["sum" if divide else op])
+        outs = self._enqueue(xs, lambda send, recv, x: self._comm.allReduce(
+            send, recv, x.numel, self._nccl_type(x.dtype), nccl_op, self._runtime.stream.ptr))
+        if divide:
+            outs = [self._backend.mul_scalar(out, 1.0 / self.world_size, out.dtype)
+                    for out in outs]
+        return outs
+
+    def _broadcast(self, xs: list[JitTensor], root: int) -> list[JitTensor]:
+        """One broadcast per primitive, of its bytes, grouped into one NCCL launch."""
+        return self._enqueue(xs, lambda send, recv, x: self._comm.broadcast(
+            send, recv, x.numel * self._itemsize(x.dtype), self._nccl.NCCL_UINT8, root,
+            self._runtime.stream.ptr))
+
+    def _enqueue(self, xs: list[JitTensor], call: Callable[[int, int, JitTensor], None]
+                 ) -> list[JitTensor]:
+        """``call(send pointer, receive pointer, plain input)`` for each non-empty primitive,
+        into a new output each; several calls form one NCCL group."""
+        if self._comm is None:
+            raise RuntimeError(f"{self!r} is closed")
+        # Inputs made plain and pointers taken first: a copy or a lazy (fused) tensor's kernel
+        # is enqueued here, before the collectives, not inside their group.
+        plain = [self._backend.contiguous(x) for x in xs]
+        outs = [self._backend.empty(x.shape, x.dtype, x.device) for x in plain]
+        work = [(self._pointer(x), self._pointer(out), x)
+                for x, out in zip(plain, outs) if x.numel]
+        with self._runtime.cuda_device:
+            if len(work) == 1:
+                call(*work[0])
+            elif work:
+                self._nccl.groupStart()
+                try:
+                    for item in work:
+                        call(*item)
+                finally:
+                    self._nccl.groupEnd()
+        return outs
+
+    def _nccl_type(self, dtype: DType) -> int:
+        name = NCCL_TYPES[dtype.name]
+        if name == "NCCL_BFLOAT16":  # NCCL's value since 2.10; older CuPy does not name it
+            return getattr(self._nccl, name, 9)
+        return getattr(self._nccl, name)
+
+    def _itemsize(self, dtype: DType) -> int:
+        return self._runtime.generator.storage_numpy(dtype.name).itemsize
+
+    def _pointer(self, x: JitTensor) -> int:
+        return x.buffer.handle.ptr + x.offset * self._itemsize(x.dtype)
+
+    def _check_root(self, root: int) -> None:
+        if not 0 <= root < self.world_size:
+            raise ValueError(f"broadcast: root {root} is outside 0..{self.world_size - 1}")
