@@ -6,22 +6,21 @@ with NCCL's own words)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import burnish as bn
-import burnish.functional as F
-from burnish import Tensor, nn, optim
+from burnish import Tensor
 from burnish.cuda import distributed
 from burnish.errors import DeviceError, UnsupportedError
 
-#: The MLP trained here: small, so that each rank's start-up (CUDA, NVRTC) dominates.
-SIZES = (32, 64, 64, 10)
-BATCH = 16
-STEPS = 4
-LR = 0.1
+# The ranks import what they run by module name: the workers' folder goes on sys.path, which
+# spawned processes inherit, whatever pytest's import mode.
+sys.path.insert(0, str(Path(__file__).parent))
+from distributed_workers import STEPS, collectives, initial_weights, train, train_rank  # noqa: E402
 
 
 def _gpus() -> int:
@@ -40,7 +39,7 @@ def test_collectives_in_a_world_of_one():
     _gpus()
     with distributed.Communicator(0, 1, distributed.unique_id()) as comm:
         assert str(comm.device) == "cuda:0" and comm.device.backend.name == "cuda"
-        results = _collectives(comm)
+        results = collectives(comm)
     _check_collectives(results, 1)
 
 
@@ -64,7 +63,7 @@ def test_world_size_beyond_the_gpus_names_both_numbers():
     gpus = _gpus()
     with pytest.raises(DeviceError, match=f"world_size {gpus + 1} is larger than the number of "
                                           f"GPUs, {gpus}"):
-        distributed.launch(_collectives, gpus + 1)
+        distributed.launch(collectives, gpus + 1)
 
 
 # -- launched ranks ---------------------------------------------------------------------------
@@ -72,24 +71,24 @@ def test_world_size_beyond_the_gpus_names_both_numbers():
 
 def test_a_world_of_one_trains_like_a_single_process():
     _gpus()
-    (collectives,) = distributed.launch(_collectives, 1, timeout=300)
-    _check_collectives(collectives, 1)
-    (trained,) = distributed.launch(_train_rank, 1, (STEPS,), timeout=300)
-    single = _train(bn.backend("autodiff+cuda").devices()[0], None, STEPS)
+    (results,) = distributed.launch(collectives, 1, timeout=300)
+    _check_collectives(results, 1)
+    (trained,) = distributed.launch(train_rank, 1, (STEPS,), timeout=300)
+    single = train(bn.backend("autodiff+cuda").devices()[0], None, STEPS)
     assert trained.keys() == single.keys()
     for name in single:
         np.testing.assert_allclose(trained[name], single[name], rtol=1e-5, atol=1e-6,
                                    err_msg=name)
     # Training moved the weights: the comparison is not of two untouched models.
-    assert not np.allclose(single["layers.0.weight"], _initial_weights()["layers.0.weight"])
+    assert not np.allclose(single["layers.0.weight"], initial_weights()["layers.0.weight"])
 
 
 def test_two_ranks_on_two_gpus_train_like_one_on_the_whole_batch():
     if _gpus() < 2:
         pytest.skip(f"needs two GPUs; this machine has {_gpus()}")
-    _check_collectives(distributed.launch(_collectives, 2, timeout=300), 2)
-    ranks = distributed.launch(_train_rank, 2, (STEPS,), timeout=300)
-    single = _train(bn.backend("autodiff+cuda").devices()[0], None, STEPS)
+    _check_collectives(distributed.launch(collectives, 2, timeout=300), 2)
+    ranks = distributed.launch(train_rank, 2, (STEPS,), timeout=300)
+    single = train(bn.backend("autodiff+cuda").devices()[0], None, STEPS)
     for name in single:
         # Every rank applies the same averaged gradients: their models stay identical...
         np.testing.assert_allclose(ranks[1][name], ranks[0][name], rtol=1e-6, atol=1e-7,
@@ -107,7 +106,7 @@ def test_two_ranks_sharing_one_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("NCCL_DEBUG", "WARN")
     monkeypatch.setenv("NCCL_DEBUG_FILE", str(tmp_path / "nccl.%h.%p.log"))
     try:
-        results = distributed.launch(_collectives, devices=[0, 0], timeout=300)
+        results = distributed.launch(collectives, devices=[0, 0], timeout=300)
     except distributed.LaunchError as error:
         text = error.traceback or ""
         if "NcclError" not in text:
@@ -118,38 +117,6 @@ def test_two_ranks_sharing_one_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         pytest.skip(f"NCCL refuses two ranks on one GPU: {refusal}"
                     + (f"; NCCL_DEBUG=WARN says: {said[0]}" if said else ""))
     _check_collectives(results, 2)
-
-
-# -- what the ranks run -----------------------------------------------------------------------
-
-
-def _collectives(comm: distributed.Communicator) -> dict[str, object]:
-    """Every collective once, on this rank's values; plain results for ``_check_collectives``."""
-    rank, world, device = comm.rank, comm.world_size, comm.device
-    out: dict[str, object] = {"rank": rank, "device": str(device)}
-    mine = Tensor.full([3, 2], float(rank + 1), device)
-    for op in ("sum", "mean", "max", "min"):
-        out[op] = comm.all_reduce(mine, op).to_numpy()
-    out["int64"] = comm.all_reduce(Tensor.full([4], rank + 1, device, "int64")).to_numpy()
-    out["bfloat16"] = comm.all_reduce(mine.cast("bfloat16")).cast("float32").to_numpy()
-    # A transposed view is read as the tensor it shows, not as its buffer's order.
-    view = (Tensor.arange(6, device=device).float().reshape([2, 3]) * (rank + 1)).transpose()
-    out["view"] = comm.all_reduce(view).to_numpy()
-    out["broadcast"] = comm.broadcast(Tensor.full([5], float(rank), device),
-                                      root=world - 1).to_numpy()
-    out["broadcast_bool"] = comm.broadcast(Tensor.full([3], rank == 0, device, "bool")).to_numpy()
-    tracked = Tensor.full([2], float(rank + 1), f"autodiff+cuda:{device.index}").require_grad()
-    reduced = comm.all_reduce(tracked)
-    out["autodiff"] = (reduced.backend.name, reduced.is_require_grad(), reduced.to_numpy())
-    try:
-        fused = Tensor.full([2], float(rank + 1), f"fusion+cuda:{device.index}") * 2 + 1
-    except Exception as error:  # burnish-fusion not installed: nothing to check
-        out["fusion"] = repr(error)
-    else:
-        reduced = comm.all_reduce(fused)
-        out["fusion"] = (reduced.backend.name, reduced.to_numpy())
-    comm.barrier()
-    return out
 
 
 def _check_collectives(results: list[dict] | dict, world: int) -> None:
@@ -173,53 +140,3 @@ def _check_collectives(results: list[dict] | dict, world: int) -> None:
             backend, values = r["fusion"]
             assert backend == "fusion+cuda"
             np.testing.assert_array_equal(values, np.full(2, 2 * total + world, np.float32))
-
-
-class Mlp(nn.Module):
-    layers: list[nn.Linear]
-
-    def forward(self, x: Tensor) -> Tensor:
-        for layer in self.layers[:-1]:
-            x = F.relu(layer(x))
-        return self.layers[-1](x)
-
-
-def _initial_weights() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(1234)
-    weights = {}
-    for i, (d_in, d_out) in enumerate(zip(SIZES, SIZES[1:])):
-        bound = 1 / np.sqrt(d_in)
-        weights[f"layers.{i}.weight"] = rng.uniform(-bound, bound, (d_in, d_out)).astype("f4")
-        weights[f"layers.{i}.bias"] = rng.uniform(-bound, bound, d_out).astype("f4")
-    return weights
-
-
-def _batch(step: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(step)
-    return (rng.standard_normal((BATCH, SIZES[0])).astype("f4"),
-            rng.integers(0, SIZES[-1], BATCH))
-
-
-def _train(device, comm: distributed.Communicator | None, steps: int) -> dict[str, np.ndarray]:
-    """SGD on the MLP; with ``comm``, this rank's share of each batch and averaged gradients.
-    Ranks other than 0 start from other weights: ``broadcast_module`` must replace them."""
-    rank, world = (0, 1) if comm is None else (comm.rank, comm.world_size)
-    start = {name: value + rank for name, value in _initial_weights().items()}
-    model = Mlp([nn.LinearConfig(a, b).init(device) for a, b in zip(SIZES, SIZES[1:])])
-    model = model.map(lambda name, p: p.with_tensor(Tensor.from_data(start[name], device)))
-    if comm is not None:
-        model = comm.broadcast_module(model)
-    sgd, loss = optim.Sgd(), nn.CrossEntropyLoss()
-    share = BATCH // world
-    for step in range(steps):
-        x, y = _batch(step)
-        x, y = x[rank * share:(rank + 1) * share], y[rank * share:(rank + 1) * share]
-        grads = loss(model(Tensor.from_data(x, device)), Tensor.from_data(y, device)).backward()
-        if comm is not None:
-            grads = comm.all_reduce_gradients(grads, model)
-        model = sgd.step(LR, model, grads)
-    return {name: param.val().to_numpy() for name, param in model.named_params()}
-
-
-def _train_rank(comm: distributed.Communicator, steps: int) -> dict[str, np.ndarray]:
-    return _train(bn.backend("autodiff+cuda").devices()[comm.device.index], comm, steps)

@@ -5,7 +5,10 @@ machinery beneath ``launch``. The NCCL collectives themselves are in test_distri
 from __future__ import annotations
 
 import os
+import sys
 import time
+import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +21,11 @@ from burnish.cuda import distributed
 from burnish.cuda.distributed import buckets, gradients, processes
 from burnish.errors import AutodiffError, DeviceError, DTypeError, UnsupportedError
 from burnish.optim import GradientsParams
+
+# The ranks import what they run by module name: the workers' folder goes on sys.path, which
+# spawned processes inherit, whatever pytest's import mode.
+sys.path.insert(0, str(Path(__file__).parent))
+import distributed_workers as workers  # noqa: E402
 
 ND = "ndarray"
 AD = "autodiff+ndarray"
@@ -265,36 +273,14 @@ def test_missing_cupy_or_nccl_is_explained():
     assert "cuda distributed" in message and "install" in message
     assert "CuPy is not importable" in message or "CuPy has no NCCL" in message
     with pytest.raises(UnsupportedError, match="cuda distributed"):
-        distributed.launch(_report, 1)
+        distributed.launch(workers.report, 1)
 
 
 # -- the process machinery (no GPU: run_ranks is launch without NCCL) -------------------------
 
 
-def _report(rank: int, scale: int = 1) -> tuple[int, int, int]:
-    return rank, rank * scale, os.getpid()
-
-
-def _fail_on_rank_1(rank: int) -> int:
-    if rank == 1:
-        raise KeyError("rank 1 has no data")
-    time.sleep(60)  # blocked, as a rank waiting in a collective for the failed one would be
-    return rank
-
-
-def _die_on_rank_0(rank: int) -> int:
-    if rank == 0:
-        os._exit(3)
-    return rank
-
-
-def _sleep(rank: int) -> int:
-    time.sleep(60)
-    return rank
-
-
 def test_run_ranks_returns_results_in_rank_order_from_separate_processes():
-    results = distributed.run_ranks(_report, 3, (10,))
+    results = distributed.run_ranks(workers.report, 3, (10,))
     assert [(r, v) for r, v, _ in results] == [(0, 0), (1, 10), (2, 20)]
     assert len({pid for _, _, pid in results} | {os.getpid()}) == 4
 
@@ -303,23 +289,35 @@ def test_a_failing_rank_raises_here_with_its_traceback(monkeypatch):
     monkeypatch.setattr(processes, "FAILURE_GRACE_S", 0.5)
     started = time.monotonic()
     with pytest.raises(distributed.LaunchError) as info:
-        distributed.run_ranks(_fail_on_rank_1, 2)
+        distributed.run_ranks(workers.fail_on_rank_1, 2)
     error = info.value
     assert error.rank == 1 and error.exitcode == 1
     assert "rank 1 of 2 failed" in str(error)
     assert "KeyError: 'rank 1 has no data'" in error.traceback
-    assert "_fail_on_rank_1" in error.traceback  # the child's own frames
+    assert "in fail_on_rank_1" in error.traceback  # a frame of the child
     assert time.monotonic() - started < 30  # rank 0 was stopped, not waited for
 
 
 def test_a_rank_that_dies_is_reported_with_its_exit_code():
     with pytest.raises(distributed.LaunchError, match="rank 0 of 2 died with exit code 3") as info:
-        distributed.run_ranks(_die_on_rank_0, 2)
+        distributed.run_ranks(workers.die_on_rank_0, 2)
     assert info.value.traceback is None and info.value.exitcode == 3
 
 
 def test_ranks_past_the_timeout_are_stopped():
     started = time.monotonic()
     with pytest.raises(distributed.LaunchError, match="ranks 0, 1 of 2 were still running"):
-        distributed.run_ranks(_sleep, 2, timeout=3)
+        distributed.run_ranks(workers.sleep_long, 2, timeout=3)
     assert time.monotonic() - started < 30
+
+
+def test_a_function_the_ranks_cannot_import_is_reported_with_their_traceback():
+    nowhere = types.ModuleType("burnish_test_nowhere")  # in this process only
+    exec("def work(rank):\n    return rank\n", nowhere.__dict__)
+    nowhere.work.__module__ = nowhere.__name__
+    sys.modules[nowhere.__name__] = nowhere
+    try:
+        with pytest.raises(distributed.LaunchError, match="No module named 'burnish_test_nowhere'"):
+            distributed.run_ranks(nowhere.work, 1)
+    finally:
+        del sys.modules[nowhere.__name__]

@@ -10,6 +10,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
+from numbers import Integral
 from typing import Any
 
 from burnish.cuda import runtime as cuda_runtime
@@ -44,8 +45,9 @@ def launch(fn: Callable[..., Any], world_size: int | None = None, args: Sequence
     Rank ``r`` drives GPU ``cuda:r`` through its ``Communicator``; ``world_size`` defaults to
     every GPU CuPy sees. ``devices`` instead lists the GPU index of each rank (its length is
     the world size). The NCCL unique id is made here and handed to every rank. Processes are
-    spawned (fresh interpreters, as CUDA requires), so ``fn`` and ``args`` must pickle: define
-    ``fn`` at module level, and guard a script's own code with ``if __name__ == "__main__":``.
+    spawned (fresh interpreters, as CUDA requires), so ``fn`` and ``args`` must pickle and each
+    process must be able to import ``fn`` by name: define it at module level of a script (whose
+    own code sits under ``if __name__ == "__main__":``) or of a module on ``sys.path``.
 
     Raises UnsupportedError when CuPy, NCCL or a GPU is missing; DeviceError when
     ``world_size`` is larger than the number of GPUs; TypeError when ``fn`` or ``args`` do not
@@ -58,6 +60,7 @@ def launch(fn: Callable[..., Any], world_size: int | None = None, args: Sequence
     if devices is None:
         world_size = gpus if world_size is None else world_size
         check_world_size(world_size, gpus)
+        world_size = int(world_size)
         devices = list(range(world_size))
     else:
         devices = [int(d) for d in devices]
@@ -95,19 +98,20 @@ def gpu_count() -> int:
 def check_world_size(world_size: int, gpus: int) -> None:
     """Raise ValueError for a world size below 1 and DeviceError, naming both numbers, for one
     larger than the ``gpus`` there are (one process per GPU)."""
-    if not isinstance(world_size, int) or world_size < 1:
+    if isinstance(world_size, bool) or not isinstance(world_size, Integral) or world_size < 1:
         raise ValueError(f"launch: world_size must be a positive int, got {world_size!r}")
     if world_size > gpus:
         raise DeviceError(f"launch: world_size {world_size} is larger than the number of GPUs, "
                           f"{gpus}; each rank drives its own GPU")
 
 
-def check_picklable(fn: Callable[..., Any], args: Sequence[Any]) -> None:
-    """Raise TypeError unless ``fn`` and ``args`` pickle (spawned processes receive them so)."""
+def check_picklable(fn: Callable[..., Any], args: Sequence[Any]) -> bytes:
+    """``fn`` and ``args`` pickled, as spawned processes receive them; TypeError when they do
+    not pickle."""
     if not callable(fn):
         raise TypeError(f"launch: fn must be callable, got {type(fn).__name__}")
     try:
-        pickle.dumps((fn, tuple(args)))
+        return pickle.dumps((fn, tuple(args)))
     except Exception as error:
         raise TypeError(f"launch: fn and args must pickle, since each rank is a new process "
                         f"that receives them; define fn at module level (not a lambda or a "
@@ -125,7 +129,10 @@ def run_ranks(target: Callable[..., Any], world_size: int, args: Sequence[Any] =
     stopped.
     """
     check_world_size(world_size, world_size)
-    check_picklable(target, args)
+    # Pickled here and unpickled in the child's own try: a function its process cannot import
+    # (defined in __main__ of an interactive session, in a module off its sys.path) is then
+    # reported with the child's traceback instead of killing it before it can report.
+    payload = check_picklable(target, args)
     context = multiprocessing.get_context("spawn")
     processes: list[Any] = []
     readers: dict[Connection, int] = {}
@@ -135,7 +142,7 @@ def run_ranks(target: Callable[..., Any], world_size: int, args: Sequence[Any] =
     try:
         for rank in range(world_size):
             reader, writer = context.Pipe(duplex=False)
-            process = context.Process(target=_child, args=(target, rank, tuple(args), writer),
+            process = context.Process(target=_child, args=(payload, rank, writer),
                                       name=f"burnish-rank-{rank}")
             process.start()
             writer.close()  # the child holds the other end: its exit ends the pipe
@@ -176,17 +183,18 @@ def _rank_main(rank: int, fn: Callable[..., Any], args: tuple, world_size: int,
     return result
 
 
-def _child(target: Callable[..., Any], rank: int, args: tuple, conn: Connection) -> None:
-    """A rank's process: run ``target`` and send ``("ok", result)`` or ``("error", traceback)``
-    to the parent."""
+def _child(payload: bytes, rank: int, conn: Connection) -> None:
+    """A rank's process: unpickle the target, run it and send ``("ok", result)`` or
+    ``("error", traceback)`` to the parent."""
     try:
-        payload = pickle.dumps(("ok", target(rank, *args)))
+        target, args = pickle.loads(payload)
+        report = pickle.dumps(("ok", target(rank, *args)))
         failed = False
     except BaseException:
-        payload = pickle.dumps(("error", traceback.format_exc()))
+        report = pickle.dumps(("error", traceback.format_exc()))
         failed = True
     try:
-        conn.send_bytes(payload)
+        conn.send_bytes(report)
     finally:
         conn.close()
     if failed:
