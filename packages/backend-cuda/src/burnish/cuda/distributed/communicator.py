@@ -176,8 +176,8 @@ class Communicator:
         ``tensor`` over all ranks, on every rank: a new tensor of ``tensor``'s backend, shape
         and dtype. Raises as ``reduction`` says for dtypes and ops, and DeviceError for a
         tensor not on this communicator's device."""
-        reduction(tensor.dtype, op)
         prim, wrap = self._operand(tensor, "all_reduce")
+        reduction(tensor.dtype, op)
         return wrap(self._all_reduce([prim], op)[0])
 
     def broadcast(self, tensor: Tensor, root: int = 0) -> Tensor:
