@@ -16,7 +16,7 @@ FOLDERS = sorted(p for p in EXAMPLES.iterdir() if p.is_dir())
 #: packages/train/tests/test_train_mnist.py trains it in full and checks its accuracy.
 MNIST = ["--limit", "2000", "--epochs", "1"]
 #: Examples that need backends with drivers (skipped without them, unless CI requires them).
-BACKENDS = {"custom-wgsl-kernel": ("wgpu", "rocm")}
+BACKENDS = {"custom-wgsl-kernel": ("wgpu", "rocm"), "cuda-data-parallel": ("cuda",)}
 
 
 def test_there_are_examples():

@@ -4,7 +4,7 @@ their gradients averaged through NCCL before each Adam step.
 
 MNIST is read from ``--data`` or ``$BURNISH_MNIST_DIR`` (a folder of the IDX files); without
 either, the run uses synthetic MNIST-like digits and says so. Without a GPU, CuPy or NCCL it
-prints why and exits."""
+prints why and exits with status 1."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def main() -> int:
         distributed.load_nccl()
     except UnsupportedError as error:
         print(f"cuda-data-parallel needs NVIDIA GPUs with CuPy and NCCL; not here: {error}")
-        return 0
+        return 1
     world = args.world_size or gpus
     if args.batch_size % world:
         parser.error(f"--batch-size {args.batch_size} does not split evenly between {world} "

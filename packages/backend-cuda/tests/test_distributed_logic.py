@@ -139,12 +139,16 @@ def test_gradients_in_gradients_out_with_params_replaced():
 
     reduced = gradients.reduce_gradients(grads, model, collective)
     assert isinstance(reduced, Gradients) and reduced is not grads
-    # One float32 buffer of every trained parameter, unused ones included, on the inner backend.
-    assert seen == [("float32", [model.num_params()], ND)]
+    # One float32 buffer on the inner backend: every trained parameter, unused ones included,
+    # and a flag per parameter saying whether this rank had its gradient.
+    leaves = len(model.params())
+    assert seen == [("float32", [model.num_params() + leaves], ND)]
     for param in model.params():
-        got = param.val().grad(reduced).to_numpy()
-        expected = before.get(param.id, np.zeros(param.val().dims(), np.float32)) * 0.5
-        np.testing.assert_allclose(got, expected, rtol=1e-6)
+        if param.id in before:
+            np.testing.assert_allclose(param.val().grad(reduced).to_numpy(),
+                                       before[param.id] * 0.5, rtol=1e-6)
+        else:  # no rank had a gradient for it: it gets none
+            assert param.val().grad(reduced) is None
     # A leaf that is not a parameter keeps its gradient; the original is left alone.
     np.testing.assert_array_equal(x.grad(reduced).to_numpy(), x_grad)
     for param in model.params():
@@ -155,9 +159,20 @@ def test_gradients_in_gradients_out_with_params_replaced():
 def test_unused_parameters_go_in_as_zeros():
     model, _, grads = _model_and_grads()
     assert model.unused.weight.val().grad(grads) is None
-    reduced = gradients.reduce_gradients(grads, model, lambda flats: flats)
+    # Another rank used it: its share (ones here) and its flag arrive through the collective.
+    reduced = gradients.reduce_gradients(grads, model, lambda flats: [f + 1.0 for f in flats])
     np.testing.assert_array_equal(model.unused.weight.val().grad(reduced).to_numpy(),
-                                  np.zeros((2, 2), np.float32))
+                                  np.ones((2, 2), np.float32))
+
+
+def test_a_parameter_no_rank_used_gets_no_gradient():
+    model, _, grads = _model_and_grads()
+    reduced = gradients.reduce_gradients(grads, model, lambda flats: flats)
+    assert model.unused.weight.val().grad(reduced) is None
+    assert model.first.weight.val().grad(reduced) is not None
+    stepped = optim.Adam().step(0.1, model, reduced)
+    np.testing.assert_array_equal(stepped.unused.weight.val().to_numpy(),
+                                  model.unused.weight.val().to_numpy())
 
 
 def test_frozen_parameters_are_left_out():
@@ -165,7 +180,8 @@ def test_frozen_parameters_are_left_out():
     model = model.freeze("unused")
     sizes = []
     gradients.reduce_gradients(grads, model, lambda flats: sizes.append(flats[0].numel()) or flats)
-    assert sizes == [model.num_params() - model.unused.weight.numel() - model.unused.bias.numel()]
+    trained = model.num_params() - model.unused.weight.numel() - model.unused.bias.numel()
+    assert sizes == [trained + 4]  # and a flag for each of the 4 trained parameters
 
 
 def test_gradients_params_in_gradients_params_out():
@@ -175,9 +191,11 @@ def test_gradients_params_in_gradients_params_out():
     assert isinstance(reduced, GradientsParams)
     for param in model.params():
         expected = by_id.get(param.id)
-        expected = np.zeros(param.val().dims(), np.float32) if expected is None else \
-            expected.to_numpy()
-        np.testing.assert_allclose(reduced.get(param.id).to_numpy(), expected * 0.5, rtol=1e-6)
+        if expected is None:  # unused everywhere
+            assert reduced.get(param.id) is None
+            continue
+        np.testing.assert_allclose(reduced.get(param.id).to_numpy(), expected.to_numpy() * 0.5,
+                                   rtol=1e-6)
     with pytest.raises(TypeError, match="parameter id"):
         gradients.reduce_gradients(by_id, [p.val() for p in model.params()], _halve)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from burnish import Tensor
 from burnish.backend.autodiff_ops import AutodiffOps
 from burnish.cuda.distributed.buckets import Collective, bucketed
@@ -47,18 +49,28 @@ def reduce_gradients(grads: Any, params_or_module: Any, collective: Collective) 
     other than the parameters keep their gradients) or a ``burnish.optim.GradientsParams``
     (keyed by parameter id, so parameters must be ``Param``s). A trained parameter without a
     gradient here (unused by this rank's forward pass) goes in as zeros, so that every rank
-    hands the collective the same buffers; the result then holds a gradient for it.
+    hands the collective the same buffers; a flag per parameter travels with them, and a
+    parameter no rank had a gradient for gets none in the result (an optimizer then leaves it
+    alone, as it would without data parallelism).
     """
     leaves = trained_leaves(params_or_module)
     kind = _gradients_kind(grads)
     if kind == "params" and any(key is None for key, _ in leaves):
         raise TypeError("all_reduce_gradients: a GradientsParams is keyed by parameter id, so "
                         "pass the module or its Params, not bare tensors")
-    found = []
+    if not leaves:
+        return grads
+    found, present = [], []
     for key, leaf in leaves:
         grad = grads.get(key) if kind == "params" else _leaf_grad(leaf, grads)
+        present.append(grad is not None)
         found.append(grad if grad is not None else _inner(leaf).zeros_like())
-    reduced = bucketed(found, collective)
+    flags = Tensor.from_data(np.asarray(present, dtype=np.float32), found[0].device)
+    *reduced, flags = bucketed([*found, flags], collective)
+    if not all(present):  # else every parameter had a gradient here, so somewhere
+        used = flags.to_numpy() > 0
+        leaves = [leaf for leaf, keep in zip(leaves, used) if keep]
+        reduced = [value for value, keep in zip(reduced, used) if keep]
     if kind == "params":
         merged = dict(grads.grads)
         merged.update({key: grad for (key, _), grad in zip(leaves, reduced)})
