@@ -62,10 +62,17 @@ def _nccl_import_error() -> str:
     return "cupy.cuda.nccl.available is False"
 
 
-def unique_id() -> tuple[int, ...]:
-    """A new NCCL unique id (128 ints): what every rank of one communicator is created with.
+def unique_id() -> bytes:
+    """A new NCCL unique id (128 bytes): what every rank of one communicator is created with.
     ``launch`` makes one; processes started another way share one made by one of them."""
-    return tuple(load_nccl().get_unique_id())
+    return as_id(load_nccl().get_unique_id())
+
+
+def as_id(value: bytes | Sequence[int]) -> bytes:
+    """An NCCL unique id as bytes (CuPy gives bytes; older CuPy gave a tuple of C chars)."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    return bytes(b & 0xFF for b in value)
 
 
 def reduction(dtype: DType, op: str) -> tuple[str, str]:
@@ -137,7 +144,7 @@ class Communicator:
     through its inner primitive, and the result is not tracked.
     """
 
-    def __init__(self, rank: int, world_size: int, unique_id: Sequence[int],
+    def __init__(self, rank: int, world_size: int, unique_id: bytes | Sequence[int],
                  device: Device | int | None = None):
         self._comm = None
         nccl = load_nccl()
@@ -164,7 +171,12 @@ class Communicator:
         self._avg = nccl.get_version() >= _AVG_VERSION
         # NCCL binds a communicator to the current device; this process drives that one.
         self._runtime.cuda_device.use()
-        self._comm = nccl.NcclCommunicator(world_size, tuple(unique_id), rank)
+        ident = as_id(unique_id)
+        try:
+            self._comm = nccl.NcclCommunicator(world_size, ident, rank)
+        except TypeError:  # CuPy before 13 takes the id as a tuple of C chars
+            signed = tuple(b - 256 if b > 127 else b for b in ident)
+            self._comm = nccl.NcclCommunicator(world_size, signed, rank)
 
     def __repr__(self) -> str:
         return f"Communicator(rank={self.rank}, world_size={self.world_size}, {self.device})"

@@ -14,7 +14,7 @@ from numbers import Integral
 from typing import Any
 
 from burnish.cuda import runtime as cuda_runtime
-from burnish.cuda.distributed.communicator import Communicator, load_nccl
+from burnish.cuda.distributed.communicator import Communicator, as_id, load_nccl
 from burnish.errors import BurnishError, DeviceError, UnsupportedError
 
 #: Seconds the other ranks get to report once one has failed, before they are stopped: they
@@ -74,7 +74,7 @@ def launch(fn: Callable[..., Any], world_size: int | None = None, args: Sequence
             raise DeviceError(f"launch: devices {missing} do not exist; CuPy sees {gpus} "
                               f"GPU(s), cuda:0 to cuda:{gpus - 1}")
     # The root of NCCL's bootstrap listens in this process while the ranks connect to it.
-    unique_id = tuple(nccl.get_unique_id())
+    unique_id = as_id(nccl.get_unique_id())
     return run_ranks(_rank_main, world_size, (fn, tuple(args), world_size, unique_id, devices),
                      timeout=timeout)
 
@@ -171,7 +171,7 @@ def run_ranks(target: Callable[..., Any], world_size: int, args: Sequence[Any] =
 
 
 def _rank_main(rank: int, fn: Callable[..., Any], args: tuple, world_size: int,
-               unique_id: tuple[int, ...], devices: list[int]) -> Any:
+               unique_id: bytes, devices: list[int]) -> Any:
     """One rank of ``launch``: its communicator, the user's function, a clean close."""
     communicator = Communicator(rank, world_size, unique_id, devices[rank])
     try:
