@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,8 @@ OPTIONAL_FEATURES = ("shader-f16", "shader-int64")
 SUBMIT_EVERY = 64
 #: ... or once they add up to this many workgroups (a few hundred thousand invocations).
 SUBMIT_GROUPS = 1024
+#: Metadata buffers and bind groups kept for reuse, each (the oldest go first).
+CACHED = 1024
 
 
 def adapters() -> list[Any]:
@@ -74,6 +77,8 @@ class WgpuRuntime(Runtime):
         self._pending = 0
         self._work = 0
         self._keepalive: list[Any] = []
+        self._infos: OrderedDict[bytes, Any] = OrderedDict()
+        self._binds: OrderedDict[tuple, Any] = OrderedDict()
 
     def describe(self) -> str:
         info = self.adapter.info
@@ -166,10 +171,24 @@ class WgpuRuntime(Runtime):
                  groups: tuple[int, int, int]) -> None:
         pipeline, layout = compiled
         self.launches += 1
-        info_buffer = self.device.create_buffer_with_data(data=info, usage=wgpu.BufferUsage.STORAGE)
-        entries = [{"binding": i, "resource": {"buffer": h}} for i, h in enumerate(handles)]
-        entries.append({"binding": len(handles), "resource": {"buffer": info_buffer}})
-        bind_group = self.device.create_bind_group(layout=layout, entries=entries)
+        # Metadata buffers and bind groups are kept and reused: a training loop launches the
+        # same kernels on the same pooled buffers with the same shapes, step after step.
+        info_key = info.tobytes()
+        info_buffer = self._infos.get(info_key)
+        if info_buffer is None:
+            info_buffer = self.device.create_buffer_with_data(data=info,
+                                                              usage=wgpu.BufferUsage.STORAGE)
+            self._remember(self._infos, info_key, info_buffer)
+        bind_key = (id(layout), id(info_buffer), *map(id, handles))
+        found = self._binds.get(bind_key)
+        if found is None:
+            entries = [{"binding": i, "resource": {"buffer": h}} for i, h in enumerate(handles)]
+            entries.append({"binding": len(handles), "resource": {"buffer": info_buffer}})
+            bind_group = self.device.create_bind_group(layout=layout, entries=entries)
+            # The entry holds what its key names, so no id in it can be reused meanwhile.
+            self._remember(self._binds, bind_key, (bind_group, layout, info_buffer, *handles))
+        else:
+            bind_group = found[0]
         compute = self._encoder_now().begin_compute_pass()
         try:
             compute.set_pipeline(pipeline)
@@ -177,7 +196,6 @@ class WgpuRuntime(Runtime):
             compute.dispatch_workgroups(*groups)
         finally:
             compute.end()
-        self._keepalive.append(info_buffer)
         # A large launch is submitted at once, so the GPU starts on it while Python records
         # the next ones; small ones wait to go together.
         self._work += groups[0] * groups[1] * groups[2]
@@ -185,6 +203,13 @@ class WgpuRuntime(Runtime):
             self.flush()
         else:
             self._count()
+
+    def _remember(self, cache: OrderedDict, key: Any, value: Any) -> None:
+        """Keep ``value`` in ``cache``; the oldest entry beyond ``CACHED`` is let go once the
+        work recorded so far is submitted."""
+        cache[key] = value
+        if len(cache) > CACHED:
+            self._keepalive.append(cache.popitem(last=False)[1])
 
     def _count(self) -> None:
         self._pending += 1
