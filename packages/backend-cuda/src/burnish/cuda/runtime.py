@@ -29,7 +29,6 @@ class CudaRuntime(Runtime):
 
     generator = CudaGenerator()
     max_info_words = CUDA_INFO_WORDS
-    max_workgroup_bytes = 48 * 1024  # static shared memory per block
 
     def __init__(self, index: int):
         super().__init__()

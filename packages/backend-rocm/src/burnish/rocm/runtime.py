@@ -54,7 +54,6 @@ class OpenCLRuntime(Runtime):
         self.max_workgroup = device.max_work_group_size
         self.local_memory = device.local_mem_size
         self._infos: OrderedDict[bytes, Any] = OrderedDict()
-        self.max_workgroup_bytes = int(device.local_mem_size)
 
     def describe(self) -> str:
         return f"{self.cl_device.name.strip()} ({self.platform.name.strip()})"

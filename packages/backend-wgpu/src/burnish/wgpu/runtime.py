@@ -71,7 +71,6 @@ class WgpuRuntime(Runtime):
         self.limits = dict(self.device.limits)
         # Every kernel binds its info buffer beside its data buffers.
         self.max_buffers = self.limits.get("max-storage-buffers-per-shader-stage", 8) - 1
-        self.max_workgroup_bytes = self.limits.get("max-compute-workgroup-storage-size", 16384)
         self.queue = self.device.queue
         self._encoder = None
         self._pending = 0

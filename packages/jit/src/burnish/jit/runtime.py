@@ -31,8 +31,6 @@ class Runtime(ABC):
     max_info_words: int = 1 << 16
     #: The most buffers one kernel binds.
     max_buffers: int = 30
-    #: The most workgroup (shared, local) memory one kernel uses, in bytes.
-    max_workgroup_bytes: int = 16384
 
     def __init__(self) -> None:
         self.pool = BufferPool(self)

@@ -36,24 +36,15 @@ class Tiling:
     def threads(self) -> int:
         return (self.tm // self.rm) * (self.tn // self.rn)
 
-    def workgroup_bytes(self, dtype: str) -> int:
-        """The workgroup memory its two tiles take for ``dtype`` (see ``PITCH_PAD``)."""
-        ty = ir.compute_type(dtype)
-        size, pad = (8, 0) if ty in ("i64", "f64") else (4, PITCH_PAD)
-        return self.tk * (self.tm + self.tn + 2 * pad) * size
 
-
-#: The tile shapes autotune chooses from, 256 invocations each. All but the last fit in 16 KiB
-#: of workgroup memory (WebGPU's guaranteed minimum) for every dtype; the last (half the
-#: barriers per K of 128x128x8) only where the device offers more (``_candidates``), which
-#: WebGPU adapters of discrete GPUs, CUDA and OpenCL devices do. ``_candidates`` says which
-#: is the default when tuning is off.
+#: The tile shapes autotune chooses from: 256 invocations each, and at most 16 KiB of
+#: workgroup memory (WebGPU's guaranteed minimum) for 64-bit types, whose tiles go unpadded.
+#: ``_candidates`` says which is the default when tuning is off.
 TILINGS = (
     Tiling(64, 64, 16, 4, 4),
     Tiling(128, 128, 8, 8, 8),
     Tiling(128, 64, 8, 8, 4),
     Tiling(32, 32, 16, 2, 2),
-    Tiling(128, 128, 16, 8, 8),
 )
 _BY_NAME = {t.name: t for t in TILINGS}
 #: The default for outputs of at least ``LARGE_OUTPUT`` elements.
@@ -115,18 +106,15 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
     flags = "".join("1" if unit else "s" for unit in layout)
     key = (f"matmul/{dtype.name}/{flags}{'/bias' if bias is not None else ''}/"
            f"{autotune.shape_class(count, m, n, k)}")
-    choice = autotune.choose(runtime.describe(), key,
-                             _candidates(m, n, dtype.name, runtime.max_workgroup_bytes), run,
-                             runtime.sync)
+    choice = autotune.choose(runtime.describe(), key, _candidates(m, n), run, runtime.sync)
     run(choice)
     return out
 
 
-def _candidates(m: int, n: int, dtype: str, workgroup_bytes: int) -> list[str]:
+def _candidates(m: int, n: int) -> list[str]:
     """The tile shapes to time, the default (used untimed when tuning is off) first: large
-    tiles for large outputs, where they were fastest on an H100, else ``TILINGS[0]``. Tiles
-    that need more workgroup memory than the device has are left out."""
-    names = [t.name for t in TILINGS if t.workgroup_bytes(dtype) <= workgroup_bytes]
+    tiles for large outputs, where they were fastest on an H100, else ``TILINGS[0]``."""
+    names = [t.name for t in TILINGS]
     if m * n >= LARGE_OUTPUT:
         names.remove(LARGE_DEFAULT.name)
         names.insert(0, LARGE_DEFAULT.name)
