@@ -34,9 +34,18 @@ def packages() -> list[Path]:
     return sorted(p.parent for p in PACKAGES.glob("*/pyproject.toml"))
 
 
-#: Extras installed with a package wherever the sessions install it: PoCL, an OpenCL driver for
-#: the CPU, so that the rocm backend runs on machines without a GPU (CI's among them).
-EXTRAS = {"backend-rocm": "[pocl]"}
+
+def system_opencl_drivers() -> list[Path]:
+    """The OpenCL drivers (ICD files) registered with the system's loader."""
+    vendors = Path(os.environ.get("OCL_ICD_VENDORS", "/etc/OpenCL/vendors"))
+    return sorted(vendors.glob("*.icd")) if vendors.is_dir() else []
+
+
+#: Extras installed with a package wherever the sessions install it. Where the system has no
+#: OpenCL driver, PyPI's PoCL (an OpenCL driver for the CPU), so that the rocm backend runs on
+#: machines without a GPU. Where it has one (CI: Debian's pocl-opencl-icd) that one alone: a
+#: second PoCL would add a second device, and PyPI's LLVM 14 cannot compile for newer CPUs.
+EXTRAS = {} if system_opencl_drivers() else {"backend-rocm": "[pocl]"}
 
 #: What the conformance session runs without arguments: every first-party backend and its
 #: gradients. The GPU backends run on whatever drivers the machine has (CI: Mesa's lavapipe for
@@ -48,7 +57,8 @@ CONFORMANCE_BACKENDS = ("ndarray", "autodiff+ndarray", "wgpu", "autodiff+wgpu", 
 #: one that cannot start fail the sessions instead of being skipped (CI sets it).
 DRIVER_BACKENDS = {"wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "
                            "mesa-vulkan-drivers)",
-                   "rocm": "an OpenCL driver (the [pocl] extra installs PoCL for the CPU)"}
+                   "rocm": "an OpenCL driver (Debian: apt install pocl-opencl-icd; else the [pocl] "
+                           "extra installs PoCL for the CPU)"}
 
 
 def install_editable(session: nox.Session, *names: str) -> None:

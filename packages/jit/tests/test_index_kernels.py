@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from burnish import Tensor, cat
+from burnish.jit import autotune
 from burnish.jit.backend import layout_ops
 
 
@@ -58,7 +59,11 @@ def test_float_sums_are_the_same_either_way_and_every_time(jit_backend, monkeypa
     assert results[0].tobytes() == results[1].tobytes() == results[2].tobytes()
 
 
-def test_new_shapes_compile_nothing(jit_backend):
+def test_new_shapes_compile_nothing(jit_backend, monkeypatch):
+    # Tuning may rightly pick another reduction strategy (another kernel) for another shape
+    # class, and what it picks depends on the timings and cache earlier tests left: here every
+    # reduction takes the default, so only the shapes differ between the runs.
+    monkeypatch.setattr(autotune, "choose", lambda device, key, candidates, *rest: candidates[0])
     device = jit_backend.default_device()
     runtime = jit_backend.runtime(device)
 
@@ -71,7 +76,7 @@ def test_new_shapes_compile_nothing(jit_backend):
         cat([x, x], 0).to_numpy()
 
     run(4)
-    compiled = len(runtime._kernels)
+    compiled = set(runtime._kernels)
     run(9)
     run(17)
-    assert len(runtime._kernels) == compiled
+    assert set(runtime._kernels) - compiled == set()

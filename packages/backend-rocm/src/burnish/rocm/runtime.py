@@ -89,7 +89,13 @@ class OpenCLRuntime(Runtime):
         try:
             program = cl.Program(self.context, source).build(options=["-cl-std=CL1.2"])
         except cl.RuntimeError as error:
-            raise RuntimeError(f"OpenCL could not build kernel {kernel.name}:\n{error}\n"
+            hint = ""
+            if "unknown target CPU" in str(error):
+                hint = (f"{self.describe()} cannot compile for this CPU: its LLVM is older than "
+                        "the CPU (PyPI's pocl-binary-distribution has LLVM 14). Use a newer "
+                        "OpenCL driver, e.g. Debian's: apt install pocl-opencl-icd, and pip "
+                        "uninstall pocl-binary-distribution.\n")
+            raise RuntimeError(f"OpenCL could not build kernel {kernel.name}:\n{hint}{error}\n"
                                f"--- source ---\n{source}") from None
         return getattr(program, kernel.name), kernel.workgroup
 
