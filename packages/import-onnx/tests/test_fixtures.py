@@ -4,6 +4,7 @@ installed backend, built in memory and through the generated files."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import warnings
 from pathlib import Path
 
@@ -38,6 +39,11 @@ def test_matches_onnxruntime(imported, backend):
     try:
         device = bn.backend(backend).default_device()
     except bn.UnsupportedError as error:
+        # Where BURNISH_REQUIRE_BACKENDS names the backend (CI: wgpu, rocm), it must run.
+        required = {w.strip() for w in os.environ.get("BURNISH_REQUIRE_BACKENDS", "").split(",")}
+        if backend in required or "all" in required:
+            pytest.fail(f"{backend} cannot run here: {error} [BURNISH_REQUIRE_BACKENDS requires "
+                        "it]", pytrace=False)
         pytest.skip(f"{backend} cannot run here: {error}")
     model = result.build(device)
     x = np.load(FIXTURES / f"{name}.input.npy")
