@@ -181,3 +181,25 @@ def test_moments_update_in_their_own_memory_and_records_stay_snapshots(ad):
     for name, t in record[key].items():
         np.testing.assert_array_equal(t.to_numpy(), kept[name])
     assert not np.array_equal(adam.state[key]["moment_1"].to_numpy(), kept["moment_1"])
+
+
+@pytest.mark.parametrize("make", [optim.Adam, optim.AdamW])
+def test_steps_never_read_the_device(make, ad, monkeypatch):
+    # A read waits for every queued launch on a GPU: the step count must come from the host.
+    model = Quadratic(nn.Param(Tensor.from_data(np.zeros_like(TARGET) + 0.3, ad)))
+    adam = make()
+    model = adam.step(0.1, model, grads_of(model, ad))
+    reads = []
+    original = Tensor.into_data
+
+    def counted(self, *args, **kwargs):
+        reads.append(self.shape)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Tensor, "into_data", counted)
+    for _ in range(3):
+        model = adam.step(0.1, model, grads_of(model, ad))
+    assert reads == []
+    monkeypatch.undo()
+    (state,) = adam.state.values()
+    assert state["step"].item() == 4

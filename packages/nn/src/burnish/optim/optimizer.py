@@ -53,7 +53,7 @@ class Optimizer:
             # holds (a record from ``into_record``, a gradient kept as a moment); and a moment
             # that nothing else holds is then updated in its own memory.
             previous = self.state.pop(param.id, {})
-            state = {key: _rewrap(t.to_device(value.device)) for key, t in previous.items()}
+            state = {key: _rewrap(t, value.device) for key, t in previous.items()}
             del previous
             new = self.update(value, grad.cast(value.dtype), state, lr)
             self.state[param.id] = state
@@ -96,7 +96,20 @@ class Optimizer:
 
 #: The value of every step-count tensor this process made, so that a step never reads one back
 #: from the device (on a GPU, a read per parameter per step would wait for all queued work).
-_step_counts: weakref.WeakKeyDictionary[Tensor, int] = weakref.WeakKeyDictionary()
+#: Keyed by identity: a WeakKeyDictionary compares keys with ``==``, which on tensors is an
+#: elementwise op whose truth value is a read.
+_step_counts: dict[int, tuple[weakref.ref, int]] = {}
+
+
+def _remember_count(step: Tensor, count: int) -> None:
+    key = id(step)
+    _step_counts[key] = (weakref.ref(step, lambda _, key=key: _step_counts.pop(key, None)),
+                         count)
+
+
+def _known_count(step: Tensor) -> int | None:
+    entry = _step_counts.get(id(step))
+    return entry[1] if entry is not None and entry[0]() is step else None
 
 
 def step_count(state: State, like: Tensor) -> int:
@@ -105,14 +118,20 @@ def step_count(state: State, like: Tensor) -> int:
     if previous is None:
         count = 1
     else:
-        known = _step_counts.get(previous)
+        known = _known_count(previous)
         count = (known if known is not None else int(previous.item())) + 1
     step = Tensor.from_data([count], like.device, "int64")
-    _step_counts[step] = count
+    _remember_count(step, count)
     state["step"] = step
     return count
 
 
-def _rewrap(tensor: Tensor) -> Tensor:
-    """A new Tensor object around ``tensor``'s primitive (no copy)."""
-    return _core.make(tensor._prim, tensor._device, tensor._dtype)
+def _rewrap(tensor: Tensor, device: Any) -> Tensor:
+    """A new Tensor object around ``tensor``'s primitive on ``device`` (no copy where it is
+    there already), still known to ``step_count`` when it is a step count."""
+    moved = tensor.to_device(device)
+    fresh = _core.make(moved._prim, moved._device, moved._dtype)
+    known = _known_count(tensor)
+    if known is not None:
+        _remember_count(fresh, known)
+    return fresh
