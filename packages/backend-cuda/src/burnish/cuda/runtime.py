@@ -3,11 +3,13 @@ from CuPy's memory pool and kernels are compiled by NVRTC (``cupy.RawModule``)."
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from burnish.cuda import gemm
 from burnish.jit import ir
 from burnish.jit.codegen.c import CUDA_INFO_WORDS, CudaGenerator
 from burnish.jit.runtime import Runtime
@@ -19,9 +21,47 @@ except ImportError as error:  # the plugin turns this into BackendNotInstalled-s
     CUPY_ERROR: Exception | None = error
 else:
     CUPY_ERROR = None
+    _launch = cp.cuda.driver.launchKernel
+    _current_device = cp.cuda.runtime.getDevice
 
-#: ``info`` as the kernels' by-value parameter struct.
-INFO_DTYPE = np.dtype([("v", np.int32, (CUDA_INFO_WORDS,))])
+
+class LaunchParameters:
+    """The host memory a launch's parameters are read from: each buffer's device address, then
+    ``info`` as the kernels' by-value ``BurnishInfo`` struct, and per buffer count the table of
+    pointers to them that ``cuLaunchKernel`` takes. The driver copies the parameters before the
+    call returns, so one block serves every launch of a runtime, one launch at a time (``lock``).
+    Filling it costs about a microsecond; CuPy's general ``RawKernel`` call costs several."""
+
+    def __init__(self, buffers: int = 8):
+        self.lock = threading.Lock()
+        self._allocate(buffers)
+
+    def _allocate(self, buffers: int) -> None:
+        self.capacity = buffers
+        self.block = np.zeros(buffers * 8 + CUDA_INFO_WORDS * 4, dtype=np.uint8)
+        self.addresses = self.block[:buffers * 8].view(np.uint64)
+        self.words = self.block[buffers * 8:].view(np.int32)
+        self.used = 0  # words of info that may be non-zero
+        self.tables: dict[int, tuple[np.ndarray, int]] = {}
+
+    def fill(self, pointers: list[int], info: np.ndarray) -> int:
+        """Writes a launch's parameters; returns the address of its pointer table. Call with
+        ``lock`` held."""
+        count, used = len(pointers), len(info)
+        if count > self.capacity:
+            self._allocate(max(count, 2 * self.capacity))
+        entry = self.tables.get(count)
+        if entry is None:
+            base = self.block.ctypes.data
+            table = np.array([base + 8 * i for i in range(count)] + [base + 8 * self.capacity],
+                             dtype=np.uint64)
+            entry = self.tables[count] = (table, table.ctypes.data)
+        self.addresses[:count] = pointers
+        self.words[:used] = info
+        if self.used > used:
+            self.words[used:self.used] = 0
+        self.used = used
+        return entry[1]
 
 
 class CudaRuntime(Runtime):
@@ -36,6 +76,9 @@ class CudaRuntime(Runtime):
         self.cuda_device = cp.cuda.Device(index)
         with self.cuda_device:
             self.stream = cp.cuda.Stream(non_blocking=True)
+        self.stream_ptr = self.stream.ptr
+        self.parameters = LaunchParameters()
+        self._thread = threading.local()
         self.properties = cp.cuda.runtime.getDeviceProperties(index)
         # Our pool sits on CuPy's, which keeps freed blocks for the whole process anyway.
         self.pool.limit = 1 << 28
@@ -78,22 +121,35 @@ class CudaRuntime(Runtime):
     def compile(self, kernel: ir.Kernel, source: str) -> Any:
         with self.cuda_device:
             module = cp.RawModule(code=source, options=("--std=c++17",))
-            function = module.get_function(kernel.name)
-        return function, kernel.workgroup
+            # The driver's function for this device; the module stays loaded while it is kept.
+            function = module.get_function(kernel.name).kernel
+        return function.ptr, kernel.workgroup, (module, function)
 
     def dispatch(self, compiled: Any, handles: Sequence[Any], info: np.ndarray,
                  groups: tuple[int, int, int]) -> None:
-        function, workgroup = compiled
+        function, workgroup, _ = compiled
         self.launches += 1
         if len(info) > CUDA_INFO_WORDS:
             raise ValueError(f"cuda: a launch's metadata has {len(info)} words, more than the "
                              f"{CUDA_INFO_WORDS} a CUDA launch carries")
-        packed = np.zeros((), dtype=INFO_DTYPE)
-        packed["v"][:len(info)] = info
-        args = [np.uint64(h.ptr) for h in handles]
-        args.append(packed)
-        with self.cuda_device:
-            function(groups, workgroup, tuple(args), stream=self.stream)
+        pointers = [h.ptr for h in handles]
+        if not getattr(self._thread, "bound", False):
+            # cuLaunchKernel needs the device's context current on this thread: setting the
+            # device binds it (a new thread has none until some runtime call makes one).
+            with self.cuda_device:
+                cp.cuda.runtime.setDevice(self.index)
+            self._thread.bound = True
+        parameters = self.parameters
+        with parameters.lock:
+            table = parameters.fill(pointers, info)
+            if _current_device() == self.index:
+                _launch(function, *groups, *workgroup, 0, self.stream_ptr, table, 0)
+            else:
+                with self.cuda_device:
+                    _launch(function, *groups, *workgroup, 0, self.stream_ptr, table, 0)
+
+    def library_matmul(self, a: Any, b: Any, out: Any, batch: tuple[int, ...]) -> bool:
+        return gemm.gemm(a, b, out, batch)  # cuBLAS, for convolutions' patch products
 
     def sync(self) -> None:
         self.stream.synchronize()

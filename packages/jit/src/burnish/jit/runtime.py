@@ -79,6 +79,13 @@ class Runtime(ABC):
                  groups: tuple[int, int, int]) -> None:
         """Enqueue one launch of ``groups`` workgroups; ``info`` is the int32 metadata."""
 
+    def library_matmul(self, a: Any, b: Any, out: Any, batch: tuple[int, ...]) -> bool:
+        """Let a vendor library write ``out = a @ b`` (``JitTensor`` operands of one dtype, batch
+        dims broadcast to ``batch``, ``out`` plain at its offset) instead of the tiled kernel;
+        False, with nothing enqueued, leaves the product to ``burnish.jit``. Runtimes without
+        such a library keep this default."""
+        return False
+
     @abstractmethod
     def sync(self) -> None:
         """Wait for every enqueued operation."""

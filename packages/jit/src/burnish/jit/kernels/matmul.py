@@ -82,6 +82,8 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
     if k == 0:
         _zero_or_bias(out, bias, groups, m, n)
         return out
+    if bias is None and runtime.library_matmul(a, b, out, batch):
+        return out
     dims, a_strides, b_strides = _collapse(batch, _batch_strides(a, batch),
                                            _batch_strides(b, batch))
     info = [m, n, k, 0, 0, a.offset, a.strides[-2], a.strides[-1], b.offset, b.strides[-2],

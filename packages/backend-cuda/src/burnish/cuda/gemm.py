@@ -1,0 +1,116 @@
+"""Matrix products on cuBLAS. ``gemm`` writes ``a @ b`` (batch dims broadcast) into a plain
+``out`` when cuBLAS can read both operands where they lie; the backend's ``matmul`` copies the
+operands it cannot, and ``burnish.jit``'s convolutions send their patch-matrix products here
+through ``CudaRuntime.library_matmul``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from burnish.jit.tensor import JitTensor
+
+try:
+    import cupy as cp
+except ImportError:  # the backend reports it; nothing here runs without CuPy
+    cp = None
+
+#: cuBLAS's names (cudaDataType, cublasComputeType_t, cublasOperation_t, cublasGemmAlgo_t).
+_R_16F, _R_32F, _R_64F, _R_16BF = 2, 0, 1, 14
+_COMPUTE_32F, _COMPUTE_32F_FAST_TF32, _COMPUTE_64F = 68, 77, 70
+OP_N, OP_T = 0, 1
+_GEMM_DEFAULT = -1
+#: Per dtype: storage type, compute type, and the host type of alpha and beta. Half floats
+#: accumulate in float32 and round once, as every burnish backend does.
+TYPES = {
+    "float64": (_R_64F, _COMPUTE_64F, np.float64),
+    "float32": (_R_32F, _COMPUTE_32F, np.float32),
+    "float16": (_R_16F, _COMPUTE_32F, np.float32),
+    "bfloat16": (_R_16BF, _COMPUTE_32F, np.float32),
+}
+
+_tf32 = False
+
+
+def allow_tf32(allowed: bool = True) -> None:
+    """Let float32 matrix products use TF32 Tensor Cores (10-bit mantissa inputs, float32
+    accumulation): several times faster on Ampere and newer, less precise. Off by default."""
+    global _tf32
+    _tf32 = bool(allowed)
+
+
+def tf32_allowed() -> bool:
+    return _tf32
+
+
+def batch_stride(x: JitTensor, batch: tuple[int, ...]) -> int | None:
+    """The one element stride between consecutive matrices of ``x`` over the flattened
+    ``batch`` (0 when broadcast), or None when its batch dims do not flatten to one stride."""
+    lead = len(batch) - (x.ndim - 2)
+    strides = [0 if d < lead or x.shape[d - lead] == 1 else x.strides[d - lead]
+               for d in range(len(batch))]
+    kept = [(size, stride) for size, stride in zip(batch, strides) if size != 1]
+    if all(stride == 0 for _, stride in kept):
+        return 0
+    for (_, outer), (size, inner) in zip(kept, kept[1:]):
+        if outer != inner * size:
+            return None
+    return kept[-1][1]
+
+
+def operand(x: JitTensor, batch: tuple[int, ...]) -> tuple[int, int, int] | None:
+    """``(operation, leading dim, batch stride)`` of ``x`` as an operand of the column-major
+    product, or None when cuBLAS cannot read it in place (rows that overlap, as in an expanded
+    view, or neither dim of unit stride)."""
+    rows, cols = x.shape[-2:]
+    row_stride, col_stride = x.strides[-2:]
+    stride = batch_stride(x, batch)
+    if stride is None:
+        return None
+    # Row-major [rows, cols] with unit column stride is column-major [cols, rows], ld = row stride.
+    if col_stride == 1 or cols == 1:
+        if rows == 1:
+            return OP_N, max(cols, 1), stride
+        if row_stride >= max(cols, 1):
+            return OP_N, row_stride, stride
+    if row_stride == 1 or rows == 1:
+        if cols == 1:
+            return OP_T, max(rows, 1), stride
+        if col_stride >= max(rows, 1):
+            return OP_T, col_stride, stride
+    return None
+
+
+def gemm(a: JitTensor, b: JitTensor, out: JitTensor, batch: tuple[int, ...]) -> bool:
+    """``out = a @ b`` on cuBLAS, ``out`` plain ``[*batch, m, n]`` (at its offset); False, with
+    nothing enqueued, when the dtype or a layout is one cuBLAS cannot take as it lies."""
+    dtype = a.dtype.name
+    if dtype not in TYPES or b.dtype.name != dtype or out.dtype.name != dtype:
+        return False
+    b_operand, a_operand = operand(b, batch), operand(a, batch)
+    if a_operand is None or b_operand is None:
+        return False
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    count = 1
+    for size in batch:
+        count *= size
+    if min(m, n, k, count) == 0:
+        return False
+    runtime = a.runtime
+    data, compute, scalar = TYPES[dtype]
+    if dtype == "float32" and _tf32:
+        compute = _COMPUTE_32F_FAST_TF32
+    one, zero = np.ones(1, scalar), np.zeros(1, scalar)
+    size = runtime.generator.storage_numpy(dtype).itemsize
+    # Row-major C = A @ B is column-major C^T = B^T @ A^T: B goes first.
+    b_op, b_ld, b_stride = b_operand
+    a_op, a_ld, a_stride = a_operand
+    with runtime.cuda_device, runtime.stream:
+        handle = cp.cuda.device.get_cublas_handle()
+        cp.cuda.cublas.gemmStridedBatchedEx(
+            handle, b_op, a_op, n, m, k, one.ctypes.data,
+            b.buffer.handle.ptr + b.offset * size, data, b_ld, b_stride,
+            a.buffer.handle.ptr + a.offset * size, data, a_ld, a_stride,
+            zero.ctypes.data, out.buffer.handle.ptr + out.offset * size, data, n, m * n, count,
+            compute, _GEMM_DEFAULT)
+    runtime.launches += 1
+    return True
