@@ -198,8 +198,9 @@ class OpenCLGenerator(CGenerator):
             params.append(f"__global {const}{self.STORAGE[b.dtype]}* restrict {b.name}"
                           if b.dtype != "float16" else
                           f"__global {const}half* {b.name}")
-        # __constant: every invocation reads the same few words, through the constant cache.
-        params.append("__constant int* info")
+        # Global, not __constant: on NVIDIA's OpenCL a 64M-element add reached 91% of the copy
+        # rate with info in global memory and 81% with it in __constant (same kernel otherwise).
+        params.append("__global const int* restrict info")
         x, y, z = kernel.workgroup
         return (f"__kernel __attribute__((reqd_work_group_size({x}, {y}, {z})))\n"
                 f"void {kernel.name}({', '.join(params)})")
