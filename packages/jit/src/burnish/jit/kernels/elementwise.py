@@ -17,7 +17,7 @@ from burnish.dtype import DType
 from burnish.jit import ir, lazy
 from burnish.jit.builder import KernelBuilder
 from burnish.jit.runtime import MAX_GROUPS_X
-from burnish.jit.tensor import JitTensor, numel
+from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 WORKGROUP = 256
 
@@ -88,8 +88,8 @@ class _Plan:
     key and builder, the launch's metadata and grid, the output's size. Tiny ops are dominated
     by this bookkeeping, so it is done once per signature."""
 
-    __slots__ = ("key", "build", "info", "groups", "shape", "n", "scalar_at", "runtime",
-                 "compiled", "out_nbytes")
+    __slots__ = ("key", "build", "info", "groups", "shape", "strides", "n", "scalar_at",
+                 "runtime", "compiled", "out_nbytes")
 
 
 _PLANS: dict[tuple, _Plan] = {}
@@ -117,8 +117,16 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
             return lazy.record(op, fn, inputs, out_dtype, scalars, tuple(shape), runtime,
                                first.device)
     # The generator is part of it: storage sizes differ by language (bfloat16 is 4 bytes in WGSL).
-    signature = (runtime.generator, op, out_dtype, shape, tuple(d for _, d in scalars),
-                 tuple((x.dtype, x.shape, x.strides, x.offset) for x in inputs),
+    if len(inputs) == 2:  # the common cases spelled out: this runs on every op
+        a, b = inputs
+        layouts = ((a.dtype, a.shape, a.strides, a.offset), (b.dtype, b.shape, b.strides, b.offset))
+    elif len(inputs) == 1:
+        a = inputs[0]
+        layouts = ((a.dtype, a.shape, a.strides, a.offset),)
+    else:
+        layouts = tuple((x.dtype, x.shape, x.strides, x.offset) for x in inputs)
+    signature = (runtime.generator, op, out_dtype, shape,
+                 tuple(d for _, d in scalars) if scalars else (), layouts,
                  out.offset if out is not None else 0)
     plan = _PLANS.get(signature)
     if plan is None:
@@ -128,7 +136,7 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
         _PLANS[signature] = plan
     if out is None:
         out = JitTensor(runtime.pool.alloc(plan.out_nbytes), plan.shape, out_dtype, first.device,
-                        runtime)
+                        runtime, plan.strides)
     if plan.n == 0:
         return out
     info = plan.info
@@ -155,6 +163,7 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
     n = numel(shape)
     plan = _Plan()
     plan.shape, plan.n, plan.runtime, plan.compiled = shape, n, None, None
+    plan.strides = contiguous_strides(shape)
     plan.out_nbytes = n * runtime.generator.storage_numpy(out_dtype.name).itemsize
     out_offset = out.offset if out is not None else 0
     flat = all(x.shape == shape and x.is_contiguous() for x in inputs) and out_offset == 0
