@@ -40,25 +40,18 @@ class CudaBackend(JitBackend):
         return ALL_DTYPES
 
     def matmul(self, lhs: JitTensor, rhs: JitTensor) -> JitTensor:
-        if lhs.dtype.name not in gemm.TYPES or min(lhs.shape[-2:] + rhs.shape[-1:]) == 0:
-            return super().matmul(lhs, rhs)
-        from burnish.jit.kernels.elementwise import broadcast_shape
+        # burnish.jit's matmul hands the product to cuBLAS (CudaRuntime.library_matmul); an
+        # operand cuBLAS cannot read in place (overlapping rows, no unit stride, batch dims that
+        # do not flatten) is copied first, one pass, so that the library still takes it.
+        if lhs.dtype.name in gemm.TYPES and min(lhs.shape[-2:] + rhs.shape[-1:]) > 0:
+            from burnish.jit.kernels.elementwise import broadcast_shape
 
-        batch = broadcast_shape(lhs.shape[:-2], rhs.shape[:-2])
-        m, n = lhs.shape[-2], rhs.shape[-1]
-        out = self._new(batch + (m, n), lhs.dtype, lhs.device, lhs.runtime)
-        if 0 in batch:
-            return out
-        # A layout cuBLAS cannot read in place (overlapping rows, no unit stride, batch dims
-        # that do not flatten) is copied first: one pass, then the library's product.
-        if gemm.operand(lhs, batch) is None:
-            lhs = self.contiguous(self.expand(lhs, batch + lhs.shape[-2:]))
-        if gemm.operand(rhs, batch) is None:
-            rhs = self.contiguous(self.expand(rhs, batch + rhs.shape[-2:]))
-        if not gemm.gemm(lhs, rhs, out, batch):
-            raise AssertionError(f"cuda: cuBLAS refused plain operands {lhs.shape} and "
-                                 f"{rhs.shape}")
-        return out
+            batch = broadcast_shape(lhs.shape[:-2], rhs.shape[:-2])
+            if gemm.operand(lhs, batch) is None:
+                lhs = self.contiguous(self.expand(lhs, batch + lhs.shape[-2:]))
+            if gemm.operand(rhs, batch) is None:
+                rhs = self.contiguous(self.expand(rhs, batch + rhs.shape[-2:]))
+        return super().matmul(lhs, rhs)
 
     def _as_cupy(self, x: JitTensor):
         itemsize = x.dtype.itemsize

@@ -1,7 +1,8 @@
 """Matrix products on cuBLAS. ``gemm`` writes ``a @ b`` (batch dims broadcast) into a plain
-``out`` when cuBLAS can read both operands where they lie; the backend's ``matmul`` copies the
-operands it cannot, and ``burnish.jit``'s convolutions send their patch-matrix products here
-through ``CudaRuntime.library_matmul``."""
+``out`` when cuBLAS can read both operands where they lie. ``burnish.jit``'s matmul (the
+backend's ``matmul`` and convolutions' patch products) reaches it through
+``CudaRuntime.library_matmul``; the backend's ``matmul`` first copies the operands ``operand``
+says cuBLAS cannot read."""
 
 from __future__ import annotations
 

@@ -149,7 +149,7 @@ class CudaRuntime(Runtime):
                     _launch(function, *groups, *workgroup, 0, self.stream_ptr, table, 0)
 
     def library_matmul(self, a: Any, b: Any, out: Any, batch: tuple[int, ...]) -> bool:
-        return gemm.gemm(a, b, out, batch)  # cuBLAS, for convolutions' patch products
+        return gemm.gemm(a, b, out, batch)  # cuBLAS, for every float product it can read
 
     def sync(self) -> None:
         self.stream.synchronize()

@@ -117,16 +117,10 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
             return lazy.record(op, fn, inputs, out_dtype, scalars, tuple(shape), runtime,
                                first.device)
     # The generator is part of it: storage sizes differ by language (bfloat16 is 4 bytes in WGSL).
-    if len(inputs) == 2:  # the common cases spelled out: this runs on every op
-        a, b = inputs
-        layouts = ((a.dtype, a.shape, a.strides, a.offset), (b.dtype, b.shape, b.strides, b.offset))
-    elif len(inputs) == 1:
-        a = inputs[0]
-        layouts = ((a.dtype, a.shape, a.strides, a.offset),)
-    else:
-        layouts = tuple((x.dtype, x.shape, x.strides, x.offset) for x in inputs)
+    # A list, not a generator: this runs on every op.
     signature = (runtime.generator, op, out_dtype, shape,
-                 tuple(d for _, d in scalars) if scalars else (), layouts,
+                 tuple([d for _, d in scalars]) if scalars else (),
+                 tuple([(x.dtype, x.shape, x.strides, x.offset) for x in inputs]),
                  out.offset if out is not None else 0)
     plan = _PLANS.get(signature)
     if plan is None:
