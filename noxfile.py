@@ -81,7 +81,7 @@ def unavailable(session: nox.Session, name: str) -> str | None:
     probe = (f"import burnish\ntry:\n    burnish.backend({name!r}).default_device()\n"
              "except Exception as e:\n    print(f'{type(e).__name__}: {e}')")
     out = session.run("python", "-c", probe, silent=True)
-    return out.strip() or None
+    return (out or "").strip() or None  # None from session.run: --install-only ran nothing
 
 
 @nox.session
