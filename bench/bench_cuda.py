@@ -485,7 +485,9 @@ def matmul_result(env: Env, dtype: str, a: np.ndarray, b: np.ndarray) -> Result:
     return result
 
 
-def case_mlp_train(env: Env) -> list[Result]:
+def case_mlp_train(env: Env, also: tuple[str, ...] = ()) -> list[Result]:
+    """The MLP training step on ``autodiff+<backend>`` beside torch; ``also``: more burnish
+    backends measured in the same turns (bench_fusion.py: with and without fusion)."""
     batch = env.sizes["mlp_batch"]
     rng = np.random.default_rng(0)
     xs = [rng.random((batch, SIZES[0]), dtype=np.float32) for _ in range(MLP_BATCHES)]
@@ -498,7 +500,7 @@ def case_mlp_train(env: Env) -> list[Result]:
                     f"cross-entropy, batch {batch}: burnish on {name}", "steps/s",
                     env.command("mlp_train"), f"{GOALS['mlp_train']:.0%} of PyTorch's steps/s")
 
-    def burnish_trainer() -> tuple[Callable[[], Any], Callable[[], None]]:
+    def burnish_trainer(name: str = name) -> tuple[Callable[[], Any], Callable[[], None]]:
         from burnish import nn, optim
 
         device = burnish.backend(name).default_device()
@@ -545,9 +547,12 @@ def case_mlp_train(env: Env) -> list[Result]:
 
     impls: dict[str, Impl] = {}
     prepare(impls, result, f"burnish {name}", lambda: Impl(*burnish_trainer()))
+    for other in also:
+        prepare(impls, result, f"burnish {other}",
+                lambda other=other: Impl(*burnish_trainer(other)))
     if env.torch is not None:
         prepare(impls, result, env.torch_label, lambda: Impl(*torch_trainer()))
-        if len(impls) == 2:
+        if f"burnish {name}" in impls and env.torch_label in impls:
             # Five steps from the same weights on the same batches: the same losses.
             def losses(trainer: Callable) -> Callable[[], list[float]]:
                 def run() -> list[float]:

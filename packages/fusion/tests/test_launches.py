@@ -173,3 +173,67 @@ def test_sync_computes_what_is_pending(device):
     assert lazy.pending(y.primitive)
     device.backend.sync(device)
     assert not lazy.pending(y.primitive)
+
+
+def _step(x: bn.Tensor, y: bn.Tensor, scale: float) -> tuple[bn.Tensor, bn.Tensor]:
+    """A flush of two kernels (two shapes) with scalars, like one of a training step's."""
+    h = (x * scale + y).tanh()
+    return h, (h * h).sum(1, keepdim=True) * (1.0 / scale) - 1.0
+
+
+def test_a_flush_of_the_same_structure_replays_its_plan(device, monkeypatch):
+    from burnish.jit.kernels import fused
+
+    plans = []
+    original = fused._Plan.__init__
+
+    def counting(self, targets):
+        plans.append(len(targets))
+        original(self, targets)
+
+    monkeypatch.setattr(fused._Plan, "__init__", counting)
+    for i, scale in enumerate([0.5, 2.0, -3.0]):
+        xv, yv = sample((8, 16), 10 + i), sample((8, 16), 20 + i)
+        x, y = bn.Tensor.from_data(xv, device=device), bn.Tensor.from_data(yv, device=device)
+        before = launches(device)
+        h, total = _step(x, y, scale)
+        got_h, got_total = h.to_data().to_numpy(), total.to_data().to_numpy()
+        expected_h = np.tanh(xv.astype(np.float64) * scale + yv)
+        np.testing.assert_allclose(got_h, expected_h, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got_total, (expected_h ** 2).sum(1, keepdims=True) / scale - 1,
+                                   rtol=1e-4, atol=1e-5)
+        if i == 0:
+            planned = len(plans)
+            assert planned, "the first flush planned nothing"
+            continue
+        assert len(plans) == planned, "a flush of a structure seen before was planned again"
+        if i == 1:
+            count = launches(device) - before  # the first call also ran autotune's trials
+        assert launches(device) - before == count
+
+
+def test_replay_tells_inputs_apart_by_buffer_and_layout(device):
+    values = sample((6, 6), 30)
+    base = bn.Tensor.from_data(values, device=device)
+    other = bn.Tensor.from_data(values[::-1].copy(), device=device)
+    # The same ops each time; the inputs share a buffer (planned first: one binding), differ,
+    # are a transposed view.
+    cases = [(base, base, values), (base, other, values[::-1]),
+             (base, base.transpose(0, 1), values.T), (base, other, values[::-1]),
+             (base, base, values)]
+    for a, b, b_values in cases:
+        got = ((a * 2.0 + b).exp() - b).to_data().to_numpy()
+        np.testing.assert_allclose(got, np.exp(values * 2 + b_values) - b_values, rtol=1e-5,
+                                   atol=1e-5)
+
+
+def test_a_pending_input_left_by_an_earlier_flush_is_computed_first(device):
+    runtime = device.native.backend.runtime(device.native)
+    values = sample((5,), 40)
+    x = bn.Tensor.from_data(values, device=device)
+    stale = x.exp() + 1.0
+    assert lazy.pending(stale.primitive)
+    runtime.lazy_stream = lazy.Stream()  # as if a flush had guessed nobody references it
+    out = stale * 2.0
+    assert not lazy.pending(stale.primitive)
+    np.testing.assert_allclose(out.to_data().to_numpy(), (np.exp(values) + 1) * 2, rtol=1e-5)

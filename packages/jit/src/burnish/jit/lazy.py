@@ -14,6 +14,13 @@ registers, and each group of outputs of one shape is one generated kernel
 Which pending tensors are referenced from outside is told by CPython's reference counts. A
 wrong guess costs speed, never correctness: a tensor that stays lazy keeps its node and
 inputs, and computes itself whenever its buffer is asked for.
+
+A training loop flushes the same streams step after step. While recording, each op adds its
+structure to the stream's ``signature`` (op, dtypes, shape, and per input: the position of a
+pending input in the stream, or the layout of a computed one and which distinct buffer it
+reads); a flush whose signature and reference pattern were seen before replays the launches
+planned then (``kernels.fused.Launch``) with this stream's buffers and scalars, instead of
+grouping and planning again.
 """
 
 from __future__ import annotations
@@ -30,10 +37,18 @@ from burnish.jit.tensor import JitTensor
 
 #: Pending lazy tensors per device beyond which the stream is flushed while recording.
 STREAM_LIMIT = 128
+#: Flushes of distinct structure whose launches a runtime remembers (then it starts over).
+PLAN_LIMIT = 1024
 
 # The slot that holds a JitTensor's buffer; LazyTensor's ``buffer`` property sits in front.
 _BUFFER = JitTensor.__dict__["buffer"]
-_state = threading.local()
+
+
+class _Recording(threading.local):
+    depth = 0  # per thread: begin() calls not yet ended
+
+
+_state = _Recording()
 
 
 class Node:
@@ -53,14 +68,36 @@ class Node:
         self.shape = shape
 
 
+class Stream:
+    """The ops recorded on one device since its last flush: weak references to their lazy
+    tensors in order, the structure of each (see ``record``), and the distinct buffers that
+    their computed inputs read, by slot."""
+
+    __slots__ = ("refs", "signature", "uses", "buffers", "slots")
+
+    def __init__(self) -> None:
+        self.refs: list[weakref.ref] = []
+        self.signature: list[tuple] = []
+        self.uses: list[int] = []  # per tensor: how many recorded ops read it
+        self.buffers: list = []
+        self.slots: dict[tuple, int] = {}  # (id(buffer), dtype) -> index into buffers
+
+    def close(self) -> None:
+        """Let go of what the stream holds (its tensors keep a reference to it)."""
+        self.refs, self.signature, self.uses, self.buffers, self.slots = [], [], [], [], {}
+
+
 class LazyTensor(JitTensor):
-    """A plain (row-major, offset 0) ``JitTensor`` whose buffer is computed on first use."""
+    """A plain (row-major, offset 0) ``JitTensor`` whose buffer is computed on first use;
+    ``stream`` and ``pos`` say where it was recorded."""
 
-    __slots__ = ("node", "__weakref__")
+    __slots__ = ("node", "stream", "pos", "__weakref__")
 
-    def __init__(self, node: Node, device: Device, runtime: Runtime):
+    def __init__(self, node: Node, device: Device, runtime: Runtime, stream: Stream, pos: int):
         super().__init__(None, node.shape, node.dtype, device, runtime)
         self.node = node
+        self.stream = stream
+        self.pos = pos
 
     @property
     def buffer(self):
@@ -90,12 +127,12 @@ def pending(x: JitTensor) -> bool:
 
 def recording() -> bool:
     """Whether elementwise ops record instead of launching in this thread."""
-    return getattr(_state, "depth", 0) > 0
+    return _state.depth > 0
 
 
 def begin() -> None:
     """Start recording in this thread (calls nest; ``end()`` closes one)."""
-    _state.depth = getattr(_state, "depth", 0) + 1
+    _state.depth += 1
 
 
 def end() -> None:
@@ -104,7 +141,7 @@ def end() -> None:
 
 def suspend() -> int:
     """Stop recording in this thread until ``resume(depth)`` with what this returned."""
-    depth = getattr(_state, "depth", 0)
+    depth = _state.depth
     _state.depth = 0
     return depth
 
@@ -117,12 +154,44 @@ def record(op: str, fn, inputs: Sequence[JitTensor], dtype: DType,
            scalars: Sequence[tuple[object, DType]], shape: tuple[int, ...],
            runtime: Runtime, device: Device) -> LazyTensor:
     """A lazy tensor for ``elementwise(op, fn, inputs, dtype, scalars, shape)``."""
-    out = LazyTensor(Node(op, fn, tuple(inputs), dtype, tuple(scalars), shape), device, runtime)
     stream = runtime.lazy_stream
-    stream.append(weakref.ref(out))
-    if len(stream) >= STREAM_LIMIT:
+    structure = []
+    for x in inputs:
+        if type(x) is LazyTensor:
+            if x.stream is stream:  # recorded since the last flush: pending
+                structure.append(x.pos)
+                stream.uses[x.pos] += 1
+                continue
+            if _BUFFER.__get__(x) is None:  # pending from an earlier stream
+                _compute_stale(inputs, runtime)
+                return record(op, fn, inputs, dtype, scalars, shape, runtime, device)
+        buffer = x.buffer
+        key = (id(buffer), x.dtype)
+        slot = stream.slots.get(key)
+        if slot is None:
+            slot = stream.slots[key] = len(stream.buffers)
+            stream.buffers.append(buffer)  # held until the flush: its id stays its own
+        structure.append((slot, x.dtype, x.shape, x.strides, x.offset))
+    stream.signature.append((op, dtype, shape, tuple([d for _, d in scalars]) if scalars else (),
+                             tuple(structure)))
+    out = LazyTensor(Node(op, fn, tuple(inputs), dtype, tuple(scalars), shape), device, runtime,
+                     stream, len(stream.refs))
+    stream.refs.append(weakref.ref(out))
+    stream.uses.append(0)
+    if len(stream.refs) >= STREAM_LIMIT:
         flush(runtime)
     return out
+
+
+def _compute_stale(inputs: Sequence[JitTensor], runtime: Runtime) -> None:
+    """Compute the inputs still pending from an earlier stream (a reference count guessed
+    wrong), so that every pending input of a recorded op is in the current stream."""
+    while True:
+        stale = [x for x in inputs if type(x) is LazyTensor and pending(x)
+                 and x.stream is not runtime.lazy_stream]
+        if not stale:
+            return
+        materialize(stale[0])  # may flush the current stream: look again
 
 
 # -- executing the stream ------------------------------------------------------------------------
@@ -138,51 +207,75 @@ def materialize(x: LazyTensor) -> None:
 def flush(runtime: Runtime, first: LazyTensor | None = None) -> None:
     """Compute every pending tensor of ``runtime`` that something outside the stream still
     references (and ``first``), in fused kernels; forget the rest of the stream."""
-    from burnish.jit.kernels.fused import run_groups
-
     with runtime._lock:
-        live = []
-        for ref in runtime.lazy_stream:
-            t = ref()
-            if t is not None and _BUFFER.__get__(t) is None:
-                live.append(t)
-            del t
-        runtime.lazy_stream = []
-        if first is not None and not any(t is first for t in live):
-            live.append(first)
-        if not live:
-            return
-        targets = _referenced(live, first)
+        stream = runtime.lazy_stream
+        runtime.lazy_stream = Stream()
+        try:
+            _flush(runtime, stream, first)
+        finally:
+            stream.close()
+
+
+def _flush(runtime: Runtime, stream: Stream, first: LazyTensor | None) -> None:
+    from burnish.jit.kernels.fused import replay, run_groups
+
+    live = [ref() for ref in stream.refs]  # pending, every one (None: collected)
+    stale = first is not None and first.stream is not stream
+    if stale:
+        live.append(first)  # pending from an earlier stream: planned afresh
+        stream.uses.append(0)
+    referenced = _referenced(live, first, stream)
+    if not any(referenced):
+        return
+    if stale:
+        targets = [t for t, state in zip(live, referenced) if state == TARGET]
         del live
         run_groups(runtime, _groups(targets))
-        # What stayed lazy (a reference count guessed wrong) computes itself on demand.
+        return
+    key = (tuple(stream.signature), tuple(referenced))
+    launches = runtime.lazy_plans.get(key)
+    if launches is not None:
+        replay(runtime, launches, live, stream.buffers)
+        return
+    targets = [t for t, state in zip(live, referenced) if state == TARGET]
+    launches = run_groups(runtime, _groups(targets), stream)
+    if len(runtime.lazy_plans) >= PLAN_LIMIT:
+        runtime.lazy_plans.clear()
+    runtime.lazy_plans[key] = launches
+    # What stayed lazy (a reference count guessed wrong) computes itself on demand.
 
 
+# What ``_referenced`` says of each recorded tensor.
+GONE, INSIDE, TARGET = 0, 1, 2
 # References to a pending tensor that ``_referenced`` itself holds: the ``live`` list, the
-# loop variable and ``getrefcount``'s argument (CPython 3.11-3.13; see test_lazy.py).
+# loop variable and ``getrefcount``'s argument (CPython 3.11-3.13; the GELU test of
+# burnish-fusion's test_launches.py fails if that changes).
 _OWN_REFERENCES = 3
 
 
-def _referenced(live: list[LazyTensor], first: LazyTensor | None) -> list[LazyTensor]:
-    """The tensors of ``live`` referenced from outside the stream, in recording order."""
-    inside = _references_inside(live)
+def _referenced(live: list[LazyTensor | None], first: LazyTensor | None,
+                stream: Stream) -> list[int]:
+    """Per tensor of ``live`` (``None``: collected): ``TARGET`` where something outside the
+    stream references it (or it is ``first``), ``INSIDE`` where only ops of the stream read
+    it, ``GONE`` for ``None``."""
+    uses = stream.uses
+    if None in live:  # what collected ops read is not referenced by them any more
+        uses = list(uses)
+        for t, structure in zip(live, stream.signature):
+            if t is None:
+                for x in structure[4]:  # positions of pending inputs, layouts of the rest
+                    if type(x) is int:
+                        uses[x] -= 1
     out = []
-    for t in live:
-        outside = sys.getrefcount(t) - _OWN_REFERENCES - inside.get(id(t), 0)
-        if outside > 0 or t is first:
-            out.append(t)
+    for j in range(len(live)):  # not zip or enumerate: their reused tuple holds a reference
+        t = live[j]
+        if t is None:
+            out.append(GONE)
+        elif t is first or sys.getrefcount(t) - _OWN_REFERENCES - uses[j] > 0:
+            out.append(TARGET)
+        else:
+            out.append(INSIDE)
     return out
-
-
-def _references_inside(live: list[LazyTensor]) -> dict[int, int]:
-    """How many inputs of the ops of ``live`` are each lazy tensor, by id (a function of its
-    own, so that no loop variable outlives it holding a reference)."""
-    inside: dict[int, int] = {}
-    for t in live:
-        for x in t.node.inputs:
-            if type(x) is LazyTensor:
-                inside[id(x)] = inside.get(id(x), 0) + 1
-    return inside
 
 
 def _groups(targets: list[LazyTensor]) -> list[list[LazyTensor]]:

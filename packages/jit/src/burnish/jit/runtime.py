@@ -39,8 +39,12 @@ class Runtime(ABC):
         #: Kernels launched so far (generated and custom ones; library calls such as cuBLAS
         #: are not counted). Each runtime's ``dispatch`` counts.
         self.launches = 0
-        #: Weak references to the lazy tensors recorded and not yet computed (``lazy``).
-        self.lazy_stream: list[Any] = []
+        from burnish.jit.lazy import Stream  # lazy imports this module
+
+        #: The elementwise ops recorded and not yet computed (``lazy``).
+        self.lazy_stream = Stream()
+        #: The launches each flush of a given structure makes, by its key (``lazy.flush``).
+        self.lazy_plans: dict[Any, Any] = {}
         #: The fused kernels made on this device, by key (``kernels.fused.FusedProgram``).
         self.fused_programs: dict[Any, Any] = {}
 

@@ -6,13 +6,23 @@ from burnish.device import Device
 from burnish.dtype import DType
 from burnish.jit.runtime import DeviceBuffer, Runtime
 
+_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
+    """Row-major strides of ``shape`` (in elements), remembered per shape: every new tensor
+    asks."""
+    found = _STRIDES.get(shape)
+    if found is None:
+        strides, step = [], 1
+        for size in reversed(shape):
+            strides.append(step)
+            step *= max(size, 1)
+        found = tuple(reversed(strides))
+        if len(_STRIDES) >= 4096:
+            _STRIDES.clear()
+        _STRIDES[shape] = found
+    return found
 
 
 def numel(shape: tuple[int, ...]) -> int:

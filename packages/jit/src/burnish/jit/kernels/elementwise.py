@@ -9,6 +9,7 @@ scalars travel in ``info``, so new shapes never compile anything.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -38,9 +39,21 @@ def broadcast_strides(x: JitTensor, shape: tuple[int, ...]) -> tuple[int, ...]:
                  for d in range(len(shape)))
 
 
+_WORD = struct.Struct("<i")
+_WORDS = struct.Struct("<ii")
+_PACKED = {"f32": (struct.Struct("<f"), _WORD), "f64": (struct.Struct("<d"), _WORDS),
+           "i64": (struct.Struct("<q"), _WORDS)}
+
+
 def scalar_words(value, dtype: DType) -> list[int]:
     """``value`` as the int32 words ``info_scalar`` reads back as ``dtype``'s compute type."""
     ty = ir.compute_type(dtype)
+    packed = _PACKED.get(ty)
+    if packed is not None:
+        try:  # struct rounds as NumPy does; out-of-range values take NumPy's path below
+            return list(packed[1].unpack(packed[0].pack(value)))
+        except (OverflowError, struct.error):
+            pass
     if ty in ("f64", "i64"):
         arr = np.array([value], dtype=np.float64 if ty == "f64" else np.int64)
         return arr.view(np.int32).tolist()

@@ -57,14 +57,80 @@ class FusedProgram:
                 f"{self.launches} launches")
 
 
-def run_groups(runtime: Runtime, groups: list[list[lazy.LazyTensor]]) -> None:
-    """Compute every group in order (recording is off meanwhile: the fallback runs eagerly)."""
+def run_groups(runtime: Runtime, groups: list[list[lazy.LazyTensor]],
+               stream: lazy.Stream | None = None) -> list[Launch | Replan]:
+    """Compute every group in order (recording is off meanwhile: the fallback runs eagerly).
+    With ``stream``, the stream the groups were recorded in: the launches made, for
+    ``replay`` to repeat on a flush of the same structure."""
     depth = lazy.suspend()
     try:
-        for targets in groups:
-            _run(runtime, targets)
+        return [_run(runtime, targets, stream) for targets in groups]
     finally:
         lazy.resume(depth)
+
+
+def replay(runtime: Runtime, launches: list[Launch | Replan], live: list[lazy.LazyTensor | None],
+           buffers: list) -> None:
+    """Make the ``launches`` an earlier flush of the same structure made, for ``live`` (the
+    recorded tensors, by position) reading ``buffers`` (the stream's computed inputs)."""
+    depth = lazy.suspend()
+    try:
+        for launch in launches:
+            if type(launch) is Launch:
+                launch.run(runtime, live, buffers)
+            else:
+                _run(runtime, [live[p] for p in launch.targets])
+    finally:
+        lazy.resume(depth)
+
+
+class Launch:
+    """One fused kernel's launch as a flush planned it, in terms of stream positions: the
+    targets it computes, the metadata words that precede the scalars, which recorded op's
+    scalars follow them, and where each buffer it reads comes from (``(True, slot)``: the
+    stream's computed inputs; ``(False, position)``: a target of an earlier launch)."""
+
+    __slots__ = ("targets", "nbytes", "compiled", "program", "grid", "prefix", "info",
+                 "scalars", "sources")
+
+    def __init__(self, plan: _Plan, stream: lazy.Stream, compiled, program: FusedProgram,
+                 grid: tuple[int, int, int], nbytes: list[int]):
+        self.targets = tuple(t.pos for t in plan.targets)
+        self.nbytes, self.compiled, self.program, self.grid = tuple(nbytes), compiled, program, grid
+        self.prefix = plan.info_prefix()
+        self.scalars = tuple((t.pos, j) for t in plan.nodes for j in range(len(t.node.scalars)))
+        self.info = None if self.scalars else np.asarray(self.prefix, dtype=np.int32)
+        self.sources = tuple(
+            (False, b.pos) if type(b) is lazy.LazyTensor and b.stream is stream
+            else (True, stream.slots[(id(b.buffer), b.dtype)]) for b in plan.buffers)
+
+    def run(self, runtime: Runtime, live: list[lazy.LazyTensor | None], buffers: list) -> None:
+        info = self.info
+        if info is None:
+            words = list(self.prefix)
+            for p, j in self.scalars:
+                words += scalar_words(*live[p].node.scalars[j])
+            info = np.asarray(words, dtype=np.int32)
+        outs = [runtime.pool.alloc(n) for n in self.nbytes]
+        handles = [b.handle for b in outs]
+        for in_stream, j in self.sources:
+            handles.append(buffers[j].handle if in_stream else live[j].buffer.handle)
+        runtime.dispatch(self.compiled, handles, info, self.grid)
+        self.program.launches += 1
+        for p, buffer in zip(self.targets, outs):
+            t = live[p]
+            t.buffer = buffer
+            t.node = None
+
+
+class Replan:
+    """A group a flush computed some other way (a lone op, a group too large for one launch):
+    plan it again from its targets' positions."""
+
+    __slots__ = ("targets",)
+
+    def __init__(self, targets: list[lazy.LazyTensor]):
+        self.targets = tuple(t.pos for t in targets)
 
 
 def kernel_strides(x: JitTensor, node_shape: tuple[int, ...],
@@ -115,7 +181,8 @@ class _Plan:
                     tuple(b.dtype.name for b in self.buffers))
         self.rank = rank
 
-    def info(self) -> np.ndarray:
+    def info_prefix(self) -> list[int]:
+        """The launch's metadata words before the ops' scalars: size, shape, read layouts."""
         words = [numel(self.shape)]
         if not self.flat:
             words += list(self.shape)
@@ -123,6 +190,10 @@ class _Plan:
             words.append(offset)
             if not self.flat:
                 words += list(strides)
+        return words
+
+    def info(self) -> np.ndarray:
+        words = self.info_prefix()
         for t in self.nodes:
             for value, dtype in t.node.scalars:
                 words += scalar_words(value, dtype)
@@ -197,17 +268,18 @@ def _in_order(targets: list[lazy.LazyTensor]) -> list[lazy.LazyTensor]:
     return order
 
 
-def _run(runtime: Runtime, targets: list[lazy.LazyTensor]) -> None:
+def _run(runtime: Runtime, targets: list[lazy.LazyTensor],
+         stream: lazy.Stream | None = None) -> Launch | Replan:
     plan = _Plan(targets)
     if len(plan.nodes) == 1:
         # A lone op: its own elementwise kernel, shared with unfused use of the backend.
         _run_eagerly(plan)
-        return
+        return Replan(targets)
     info = plan.info()
     if (len(info) > runtime.max_info_words
             or len(plan.buffers) + len(targets) > runtime.max_buffers):
         _split(runtime, plan)
-        return
+        return Replan(targets)
     compiled = runtime.kernel(plan.key, plan.build)[0]
     program = runtime.fused_programs.get(plan.key)
     if program is None:
@@ -216,15 +288,18 @@ def _run(runtime: Runtime, targets: list[lazy.LazyTensor]) -> None:
             plan.rank, plan.key, runtime)
     program.launches += 1
     n = numel(plan.shape)
-    outs = [runtime.pool.alloc(n * runtime.generator.storage_numpy(t.dtype.name).itemsize)
-            for t in targets]
+    nbytes = [n * runtime.generator.storage_numpy(t.dtype.name).itemsize for t in targets]
+    outs = [runtime.pool.alloc(size) for size in nbytes]
     handles = [b.handle for b in outs] + [x.buffer.handle for x in plan.buffers]
     groups = -(-n // WORKGROUP)
     gx = min(groups, MAX_GROUPS_X)
-    runtime.dispatch(compiled, handles, info, (gx, -(-groups // gx), 1))
+    grid = (gx, -(-groups // gx), 1)
+    launch = None if stream is None else Launch(plan, stream, compiled, program, grid, nbytes)
+    runtime.dispatch(compiled, handles, info, grid)
     for t, buffer in zip(targets, outs):
         t.buffer = buffer
         t.node = None
+    return launch
 
 
 def _split(runtime: Runtime, plan: _Plan) -> None:
