@@ -44,7 +44,10 @@ class Fusion(Backend):
                 found = super().__new__(cls)
                 found._inner = inner
                 found.name = f"fusion+{inner.name}"
-                found._fuser = inner.fuser()
+                found._fuser = fuser = inner.fuser()
+                # Bound once: every forwarded op calls them.
+                found._begin = None if fuser is None else fuser.begin
+                found._end = None if fuser is None else fuser.end
                 found._wrapped: dict[Device, Device] = {}
                 _instances[id(inner)] = found
         return found
@@ -122,21 +125,24 @@ def _forward(name: str) -> Any:
     params = list(inspect.signature(getattr(Backend, name)).parameters)[1:]
     device_at = params.index("device") if "device" in params else None
 
-    def op(self: Fusion, *args: Any, **kwargs: Any) -> Any:
-        if device_at is not None:
-            if len(args) > device_at:
-                args = (*args[:device_at], args[device_at].native, *args[device_at + 1:])
-            elif "device" in kwargs:
-                kwargs["device"] = kwargs["device"].native
-        fuser = self._fuser
-        if fuser is None:
+    def run(self: Fusion, *args: Any, **kwargs: Any) -> Any:
+        begin = self._begin
+        if begin is None:
             return getattr(self._inner, name)(*args, **kwargs)
-        fuser.begin()
+        begin()
         try:
             return getattr(self._inner, name)(*args, **kwargs)
         finally:
-            fuser.end()
+            self._end()
 
+    def run_on_device(self: Fusion, *args: Any, **kwargs: Any) -> Any:
+        if len(args) > device_at:
+            args = (*args[:device_at], args[device_at].native, *args[device_at + 1:])
+        elif "device" in kwargs:
+            kwargs["device"] = kwargs["device"].native
+        return run(self, *args, **kwargs)
+
+    op = run if device_at is None else run_on_device
     op.__name__ = name
     op.__qualname__ = f"Fusion.{name}"
     op.__doc__ = getattr(Backend, name).__doc__

@@ -33,14 +33,14 @@ from collections.abc import Sequence
 from burnish.device import Device
 from burnish.dtype import DType
 from burnish.jit.runtime import Runtime
-from burnish.jit.tensor import JitTensor
+from burnish.jit.tensor import JitTensor, contiguous_strides
 
 #: Pending lazy tensors per device beyond which the stream is flushed while recording.
 STREAM_LIMIT = 128
 #: Flushes of distinct structure whose launches a runtime remembers (then it starts over).
 PLAN_LIMIT = 1024
 
-# The slot that holds a JitTensor's buffer; LazyTensor's ``buffer`` property sits in front.
+# The slot that holds a JitTensor's buffer: a LazyTensor leaves it unset until computed.
 _BUFFER = JitTensor.__dict__["buffer"]
 
 
@@ -84,7 +84,7 @@ class Stream:
 
     def close(self) -> None:
         """Let go of what the stream holds (its tensors keep a reference to it)."""
-        self.refs, self.signature, self.uses, self.buffers, self.slots = [], [], [], [], {}
+        self.refs = self.signature = self.uses = self.buffers = self.slots = None
 
 
 class LazyTensor(JitTensor):
@@ -94,22 +94,23 @@ class LazyTensor(JitTensor):
     __slots__ = ("node", "stream", "pos", "__weakref__")
 
     def __init__(self, node: Node, device: Device, runtime: Runtime, stream: Stream, pos: int):
-        super().__init__(None, node.shape, node.dtype, device, runtime)
+        # JitTensor's fields but ``buffer``: unset, so that reading it (a plain slot read once
+        # computed) reaches ``__getattr__`` while pending.
+        self.shape = shape = node.shape
+        self.strides = contiguous_strides(shape)
+        self.offset = 0
+        self.dtype = node.dtype
+        self.device = device
+        self.runtime = runtime
         self.node = node
         self.stream = stream
         self.pos = pos
 
-    @property
-    def buffer(self):
-        buffer = _BUFFER.__get__(self)
-        if buffer is None:
-            materialize(self)
-            buffer = _BUFFER.__get__(self)
-        return buffer
-
-    @buffer.setter
-    def buffer(self, value) -> None:
-        _BUFFER.__set__(self, value)
+    def __getattr__(self, name: str):
+        if name != "buffer":
+            raise AttributeError(f"'LazyTensor' object has no attribute {name!r}")
+        materialize(self)
+        return _BUFFER.__get__(self)
 
     def __repr__(self) -> str:
         state = "pending" if pending(self) else "computed"
@@ -118,8 +119,9 @@ class LazyTensor(JitTensor):
 
 
 def pending(x: JitTensor) -> bool:
-    """Whether ``x`` is a lazy tensor that has not been computed yet."""
-    return type(x) is LazyTensor and _BUFFER.__get__(x) is None
+    """Whether ``x`` is a lazy tensor that has not been computed yet (computing it sets its
+    buffer and lets go of its node)."""
+    return type(x) is LazyTensor and x.node is not None
 
 
 # -- recording -----------------------------------------------------------------------------------
@@ -162,7 +164,7 @@ def record(op: str, fn, inputs: Sequence[JitTensor], dtype: DType,
                 structure.append(x.pos)
                 stream.uses[x.pos] += 1
                 continue
-            if _BUFFER.__get__(x) is None:  # pending from an earlier stream
+            if x.node is not None:  # pending from an earlier stream
                 _compute_stale(inputs, runtime)
                 return record(op, fn, inputs, dtype, scalars, shape, runtime, device)
         buffer = x.buffer

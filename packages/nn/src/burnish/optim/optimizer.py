@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from burnish import Tensor, record
+from burnish.dtype import int64 as _INT64
 from burnish.errors import RecordError
 from burnish.nn.module import Module
 from burnish.nn.param import Param, is_autodiff
@@ -120,10 +121,22 @@ def step_count(state: State, like: Tensor) -> int:
     else:
         known = _known_count(previous)
         count = (known if known is not None else int(previous.item())) + 1
-    step = Tensor.from_data([count], like.device, "int64")
+    step = _step_tensor(count, like.device)
     _remember_count(step, count)
     state["step"] = step
     return count
+
+
+# Per device: the last step count uploaded and its primitive. Every parameter's state holds
+# the same count after a step, so one upload serves them all (each gets its own Tensor).
+_step_uploads: dict[Any, tuple[int, Any]] = {}
+
+
+def _step_tensor(count: int, device: Any) -> Tensor:
+    found = _step_uploads.get(device)
+    if found is None or found[0] != count:
+        found = _step_uploads[device] = (count, Tensor.from_data([count], device, "int64")._prim)
+    return _core.make(found[1], device, _INT64)
 
 
 def _rewrap(tensor: Tensor, device: Any) -> Tensor:

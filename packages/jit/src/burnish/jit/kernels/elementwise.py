@@ -23,13 +23,23 @@ from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 WORKGROUP = 256
 
 
+_BROADCAST: dict[tuple, tuple[int, ...]] = {}
+
+
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    ndim = max(len(s) for s in shapes)
-    out = []
-    for d in range(ndim):
-        sizes = {s[d - ndim + len(s)] for s in shapes if d - ndim + len(s) >= 0} - {1}
-        out.append(sizes.pop() if sizes else 1)
-    return tuple(out)
+    """The shape ``shapes`` broadcast to (they are known to broadcast), remembered."""
+    found = _BROADCAST.get(shapes)
+    if found is None:
+        ndim = max(len(s) for s in shapes)
+        out = []
+        for d in range(ndim):
+            sizes = {s[d - ndim + len(s)] for s in shapes if d - ndim + len(s) >= 0} - {1}
+            out.append(sizes.pop() if sizes else 1)
+        found = tuple(out)
+        if len(_BROADCAST) >= 4096:
+            _BROADCAST.clear()
+        _BROADCAST[shapes] = found
+    return found
 
 
 def broadcast_strides(x: JitTensor, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -124,8 +134,11 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
     runtime = first.runtime
     if out is None and lazy.recording():
         if shape is None:
-            shapes = {x.shape for x in inputs}
-            shape = shapes.pop() if len(shapes) == 1 else broadcast_shape(*shapes)
+            shape = first.shape
+            for x in inputs:
+                if x.shape != shape:
+                    shape = broadcast_shape(*[x.shape for x in inputs])
+                    break
         if numel(shape):
             return lazy.record(op, fn, inputs, out_dtype, scalars, tuple(shape), runtime,
                                first.device)

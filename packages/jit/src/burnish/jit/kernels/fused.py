@@ -78,6 +78,12 @@ def replay(runtime: Runtime, launches: list[Launch | Replan], live: list[lazy.La
         for launch in launches:
             if type(launch) is Launch:
                 launch.run(runtime, live, buffers)
+            elif type(launch) is Lone:
+                t = live[launch.target]
+                node = t.node
+                t.buffer = elementwise(node.op, node.fn, node.inputs, node.dtype, node.scalars,
+                                       node.shape).buffer
+                t.node = None
             else:
                 _run(runtime, [live[p] for p in launch.targets])
     finally:
@@ -121,6 +127,15 @@ class Launch:
             t = live[p]
             t.buffer = buffer
             t.node = None
+
+
+class Lone:
+    """A group of one op reading only computed tensors: its own elementwise kernel."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target: lazy.LazyTensor):
+        self.target = target.pos
 
 
 class Replan:
@@ -274,7 +289,7 @@ def _run(runtime: Runtime, targets: list[lazy.LazyTensor],
     if len(plan.nodes) == 1:
         # A lone op: its own elementwise kernel, shared with unfused use of the backend.
         _run_eagerly(plan)
-        return Replan(targets)
+        return Lone(targets[0]) if plan.reads else Replan(targets)  # no reads: a constant
     info = plan.info()
     if (len(info) > runtime.max_info_words
             or len(plan.buffers) + len(targets) > runtime.max_buffers):
