@@ -202,4 +202,6 @@ def test_steps_never_read_the_device(make, ad, monkeypatch):
     assert reads == []
     monkeypatch.undo()
     (state,) = adam.state.values()
-    assert state["step"].item() == 4
+    assert state["step"] == 4  # on the host
+    (record,) = adam.into_record().values()
+    assert record["step"].item() == 4

@@ -15,6 +15,7 @@ from burnish.autodiff.int_ops import AutodiffIntOps
 from burnish.autodiff.layout_ops import AutodiffLayoutOps
 from burnish.autodiff.module_ops import AutodiffModuleOps
 from burnish.autodiff.numeric_ops import AutodiffNumericOps
+from burnish.autodiff.optim_ops import AutodiffOptimOps
 from burnish.backend import Backend
 from burnish.backend.autodiff_ops import AutodiffOps
 from burnish.dtype import DType
@@ -28,7 +29,8 @@ _instances: dict[tuple[int, str], Autodiff] = {}
 
 class Autodiff(
     AutodiffBase, AutodiffLayoutOps, AutodiffNumericOps, AutodiffFloatOps, AutodiffIntOps,
-    AutodiffBoolOps, AutodiffModuleOps, AutodiffActivationOps, Backend, AutodiffOps,
+    AutodiffBoolOps, AutodiffModuleOps, AutodiffActivationOps, AutodiffOptimOps, Backend,
+    AutodiffOps,
 ):
     """``Autodiff(inner)`` is a backend that runs every op on ``inner`` and records, for tensors
     that require grad and those computed from them, what backward needs (Burn's ``Autodiff``).

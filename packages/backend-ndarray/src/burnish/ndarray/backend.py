@@ -11,11 +11,12 @@ from burnish.ndarray.int_ops import NdArrayIntOps
 from burnish.ndarray.layout_ops import NdArrayLayoutOps
 from burnish.ndarray.module_ops import NdArrayModuleOps
 from burnish.ndarray.numeric_ops import NdArrayNumericOps
+from burnish.ndarray.optim_ops import NdArrayOptimOps
 
 
 class NdArrayBackend(
     NdArrayBase, NdArrayLayoutOps, NdArrayNumericOps, NdArrayFloatOps, NdArrayIntOps,
-    NdArrayBoolOps, NdArrayModuleOps, NdArrayActivationOps, Backend,
+    NdArrayBoolOps, NdArrayModuleOps, NdArrayActivationOps, NdArrayOptimOps, Backend,
 ):
     """The default backend: primitives are ``np.ndarray``, on one device, ``cpu:0``.
 

@@ -15,10 +15,12 @@ from burnish.backend.int_ops import IntOps
 from burnish.backend.layout_ops import LayoutOps, Ranges
 from burnish.backend.module_ops import ModuleOps
 from burnish.backend.numeric_ops import NumericOps
+from burnish.backend.optim_ops import OptimOps
 
 
 class Backend(
-    BackendBase, LayoutOps, NumericOps, FloatOps, IntOps, BoolOps, ModuleOps, ActivationOps
+    BackendBase, LayoutOps, NumericOps, FloatOps, IntOps, BoolOps, ModuleOps, ActivationOps,
+    OptimOps,
 ):
     """The whole protocol. Subclass it, implement the abstract methods, register it (plugins)."""
 
@@ -33,5 +35,6 @@ def required_ops() -> list[str]:
 
 __all__ = [
     "ActivationOps", "AutodiffOps", "Backend", "BackendBase", "BoolOps", "FloatOps", "IntOps",
-    "LayoutOps", "ModuleOps", "NumericOps", "Primitive", "Ranges", "Scalar", "required_ops",
+    "LayoutOps", "ModuleOps", "NumericOps", "OptimOps", "Primitive", "Ranges", "Scalar",
+    "required_ops",
 ]

@@ -1,4 +1,4 @@
-"""Functional forms of the module and activation ops (PyTorch's ``torch.nn.functional``,
+"""Functional forms of the module, activation and optimizer ops (PyTorch's ``torch.nn.functional``,
 Burn's ``tensor::module`` and ``tensor::activation``)."""
 
 from burnish.functional.activation import (
@@ -23,6 +23,7 @@ from burnish.functional.conv import (
     unfold,
 )
 from burnish.functional.embedding import embedding
+from burnish.functional.optim import adam_step
 from burnish.functional.pad import pad
 from burnish.functional.pool import (
     adaptive_avg_pool,
@@ -47,7 +48,7 @@ from burnish.functional.resize import interpolate
 
 __all__ = [
     "adaptive_avg_pool", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-    "adaptive_max_pool", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "adam_step", "adaptive_max_pool", "adaptive_max_pool1d", "adaptive_max_pool2d",
     "adaptive_max_pool_with_indices", "avg_pool", "avg_pool1d", "avg_pool2d", "conv", "conv1d",
     "conv2d", "conv3d", "conv_transpose", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "embedding", "gelu", "interpolate", "log_sigmoid", "log_softmax",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from burnish import Tensor
+from burnish import functional as F
 from burnish.optim.grads import GradientClipping
 from burnish.optim.optimizer import Optimizer, State, step_count
 
@@ -30,26 +31,15 @@ class Adam(Optimizer):
         if self.weight_decay and self.decoupled:
             value = value * (1.0 - lr * self.weight_decay)
         t = step_count(state, value)
-        m = state.get("moment_1")
-        v = state.get("moment_2")
-        # The moments are this optimizer's own tensors: updated in place, as the backend allows
-        # (PyTorch's arrangement; the same values as ``m * b1 + g * (1 - b1)``).
-        if m is None:
-            m = grad * (1.0 - self.beta_1)
-        else:
-            m.mul_(self.beta_1).add_(grad * (1.0 - self.beta_1))
-        if v is None:
-            v = grad * grad * (1.0 - self.beta_2)
-        else:
-            v.mul_(self.beta_2).add_((grad * grad).mul_(1.0 - self.beta_2))
-        state["moment_1"], state["moment_2"] = m, v
-        # lr m̂ / (sqrt(v̂) + eps) with the corrections folded into two scalars: five
-        # full-size ops instead of seven (PyTorch's arrangement).
+        if "moment_1" not in state:  # zero moments give the first step's exact values
+            state["moment_1"], state["moment_2"] = value.zeros_like(), value.zeros_like()
+        # The bias corrections folded into two scalars (PyTorch's arrangement), so that the
+        # whole update is one op (one kernel on the GPU backends); the moments are this
+        # optimizer's own tensors, updated in place.
         root = math.sqrt(1.0 - self.beta_2**t)
-        step_size = lr * root / (1.0 - self.beta_1**t)
-        # ``value - step`` written as ``-step + value`` into the step's own memory: the same
-        # bits (negation is exact), one full-size array fewer.
-        return (m / v.sqrt().add_(self.epsilon * root)).mul_(-step_size).add_(value)
+        return F.adam_step(value, grad, state["moment_1"], state["moment_2"],
+                           beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon * root,
+                           step_size=lr * root / (1.0 - self.beta_1**t))
 
 
 class AdamW(Adam):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,8 @@ from burnish.nn.param import Param, is_autodiff
 from burnish.optim.grads import GradientClipping, GradientsParams
 from burnish.tensor import core as _core
 
-State = dict[str, Tensor]
+#: A parameter's optimizer state: its tensors, and its step count as an int.
+State = dict[str, Any]
 
 
 class Optimizer:
@@ -46,7 +46,9 @@ class Optimizer:
             if grad is None or not param.require_grad:
                 return param
             tensor = param.val()
-            value = tensor.inner() if is_autodiff(tensor) else tensor
+            autodiff = is_autodiff(tensor)
+            value = tensor.inner() if autodiff else tensor
+            device = value._device
             if self.gradient_clipping is not None:
                 grad = self.gradient_clipping.clip(grad)
             # Fresh Tensor objects around the saved primitives, the old ones dropped: an update
@@ -54,11 +56,13 @@ class Optimizer:
             # holds (a record from ``into_record``, a gradient kept as a moment); and a moment
             # that nothing else holds is then updated in its own memory.
             previous = self.state.pop(param.id, {})
-            state = {key: _rewrap(t, value.device) for key, t in previous.items()}
+            state = {key: _rewrap(t, device) for key, t in previous.items()}
             del previous
-            new = self.update(value, grad.cast(value.dtype), state, lr)
+            if grad._dtype is not value._dtype:
+                grad = grad.cast(value._dtype)
+            new = self.update(value, grad, state, lr)
             self.state[param.id] = state
-            if is_autodiff(tensor):
+            if autodiff:
                 new = Tensor.from_inner(new, tensor.backend)
             return param.with_tensor(new)
 
@@ -67,8 +71,10 @@ class Optimizer:
     # -- records ------------------------------------------------------------------------------
 
     def into_record(self) -> dict[str, Any]:
-        """The state as a nested mapping: parameter id, then the state's tensors."""
-        return {key: dict(state) for key, state in self.state.items() if state}
+        """The state as a nested mapping: parameter id, then the state's tensors (a step count
+        as an int64 tensor of one element)."""
+        return {key: {name: _as_tensor(t) for name, t in state.items()}
+                for key, state in self.state.items() if state}
 
     def load_record(self, tree: dict[str, Any] | record.Record) -> None:
         """Replace the state by a record's (``into_record``'s form)."""
@@ -95,56 +101,26 @@ class Optimizer:
         self.load_record(loaded)
 
 
-#: The value of every step-count tensor this process made, so that a step never reads one back
-#: from the device (on a GPU, a read per parameter per step would wait for all queued work).
-#: Keyed by identity: a WeakKeyDictionary compares keys with ``==``, which on tensors is an
-#: elementwise op whose truth value is a read.
-_step_counts: dict[int, tuple[weakref.ref, int]] = {}
-
-
-def _remember_count(step: Tensor, count: int) -> None:
-    key = id(step)
-    _step_counts[key] = (weakref.ref(step, lambda _, key=key: _step_counts.pop(key, None)),
-                         count)
-
-
-def _known_count(step: Tensor) -> int | None:
-    entry = _step_counts.get(id(step))
-    return entry[1] if entry is not None and entry[0]() is step else None
+def _as_tensor(value: Tensor | int) -> Tensor:
+    return Tensor.from_data([value], dtype=_INT64) if isinstance(value, int) else value
 
 
 def step_count(state: State, like: Tensor) -> int:
-    """Advance and return the step count kept in ``state`` (1 on the first step)."""
-    previous = state.get("step")
-    if previous is None:
-        count = 1
-    else:
-        known = _known_count(previous)
-        count = (known if known is not None else int(previous.item())) + 1
-    step = _step_tensor(count, like.device)
-    _remember_count(step, count)
-    state["step"] = step
+    """Advance and return the step count kept in ``state`` (1 on the first step). The count
+    lives on the host as an int: a step never reads the device (on a GPU a read waits for all
+    queued work) nor writes to it; ``into_record`` makes it a tensor for saving."""
+    previous = state.get("step", 0)
+    if not isinstance(previous, int):  # loaded from a record: read once
+        previous = int(previous.item())
+    state["step"] = count = previous + 1
     return count
 
 
-# Per device: the last step count uploaded and its primitive. Every parameter's state holds
-# the same count after a step, so one upload serves them all (each gets its own Tensor).
-_step_uploads: dict[Any, tuple[int, Any]] = {}
-
-
-def _step_tensor(count: int, device: Any) -> Tensor:
-    found = _step_uploads.get(device)
-    if found is None or found[0] != count:
-        found = _step_uploads[device] = (count, Tensor.from_data([count], device, "int64")._prim)
-    return _core.make(found[1], device, _INT64)
-
-
-def _rewrap(tensor: Tensor, device: Any) -> Tensor:
+def _rewrap(tensor: Tensor | int, device: Any) -> Tensor | int:
     """A new Tensor object around ``tensor``'s primitive on ``device`` (no copy where it is
-    there already), still known to ``step_count`` when it is a step count."""
-    moved = tensor.to_device(device)
-    fresh = _core.make(moved._prim, moved._device, moved._dtype)
-    known = _known_count(tensor)
-    if known is not None:
-        _remember_count(fresh, known)
-    return fresh
+    there already); a step count as it is."""
+    if isinstance(tensor, int):
+        return tensor
+    if tensor._device is not device:
+        tensor = tensor.to_device(device)
+    return _core.make(tensor._prim, tensor._device, tensor._dtype)
