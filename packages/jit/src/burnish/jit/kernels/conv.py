@@ -2,7 +2,9 @@
 (im2col), the tuned matmul multiplies the weights by it and adds the bias before its one
 rounding. A transposed convolution gathers too: output position ``y`` takes input
 ``(y + padding - tap * dilation) / stride`` where that divides exactly, which is the
-convolution of the zero-inserted input without ever building it.
+convolution of the zero-inserted input without ever building it. The gather runs one
+invocation per (sample, channel, output position): it finds the position's coordinates once and
+walks the kernel's taps with running offsets, so no patch element costs a division.
 
 The patch matrix of a whole batch is ``[batch, in_channels * taps, positions]``, read by the
 matmul as ``[batch, groups, in_channels / groups * taps, positions]``; the weights
@@ -25,11 +27,12 @@ Dims = tuple[int, ...]
 #: Most elements a patch matrix may hold (float32: 128 MiB); larger batches go in chunks.
 COLUMN_LIMIT = 1 << 25
 
-# info: the head, then PER_DIM words for each spatial dim.
+# info: the head, then PER_DIM words for each spatial dim; STEP moves a dim's input
+# coordinate from one tap to the next (CARRY its remainder, transposed), X_STEP its offset.
 TOTAL, CHANNELS, POSITIONS, TAPS, X_OFF, X_SB, X_SC = range(7)
 HEAD = 7
-IN, OUT, KERNEL, STRIDE, PADDING, DILATION, X_STRIDE = range(7)
-PER_DIM = 7
+IN, OUT, KERNEL, STRIDE, PADDING, X_STRIDE, STEP, CARRY, X_STEP = range(9)
+PER_DIM = 9
 
 
 def conv(x: JitTensor, weight: JitTensor, bias: JitTensor | None, stride: Dims,
@@ -118,15 +121,22 @@ def _columns(x: JitTensor, kernel: Dims, stride: Dims, padding: Dims, dilation: 
     batch, channels = x.shape[:2]
     positions, taps = math.prod(out_size), math.prod(kernel)
     shape = (batch, channels * taps, positions)
-    total = numel(shape)
     itemsize = runtime.generator.storage_numpy(x.dtype.name).itemsize
-    out = JitTensor(runtime.pool.alloc(total * itemsize), shape, x.dtype, x.device, runtime)
-    if total == 0:
+    out = JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape, x.dtype, x.device,
+                    runtime)
+    total = batch * channels * positions
+    if numel(shape) == 0:
         return out
     info = [total, channels, positions, taps, x.offset, x.strides[0], x.strides[1]]
     for d in range(len(kernel)):
-        info += [x.shape[2 + d], out_size[d], kernel[d], stride[d], padding[d], dilation[d],
-                 x.strides[2 + d]]
+        if transposed:
+            # Tap by tap the numerator drops by dilation: its quotient by the stride drops by
+            # dilation // stride, its remainder by dilation % stride (borrowing below zero).
+            step, carry = -(dilation[d] // stride[d]), -(dilation[d] % stride[d])
+        else:
+            step, carry = dilation[d], 0
+        info += [x.shape[2 + d], out_size[d], kernel[d], stride[d], padding[d],
+                 x.strides[2 + d], step, carry, step * x.strides[2 + d]]
     spatial = len(kernel)
     key = ("conv_columns", x.dtype.name, spatial, transposed)
     runtime.launch(key, lambda: _columns_kernel(x.dtype.name, spatial, transposed),
@@ -135,38 +145,68 @@ def _columns(x: JitTensor, kernel: Dims, stride: Dims, padding: Dims, dilation: 
 
 
 def _columns_kernel(dtype: str, spatial: int, transposed: bool) -> ir.Kernel:
+    """One invocation per (sample, channel, position), position fastest so that each tap's
+    stores coalesce: it divides out its coordinates once, then walks the taps in row-major
+    order with running input coordinates, offsets and output row (no division per element)."""
     k = KernelBuilder("conv_columns", (WORKGROUP, 1, 1))
     out = k.buffer("out", dtype, writable=True)
     x = k.buffer("x", dtype)
     i = k.global_index()
     with k.if_(i >= k.info(TOTAL)):
         k.return_()
-    position = k.let(i % k.info(POSITIONS), "p")
-    rest = k.let(i / k.info(POSITIONS), "r")
-    tap = k.let(rest % k.info(TAPS), "t")
-    rest2 = k.let(rest / k.info(TAPS), "r")
-    channel = k.let(rest2 % k.info(CHANNELS), "c")
-    sample = k.let(rest2 / k.info(CHANNELS), "b")
-    at = k.let(k.info(X_OFF) + sample * k.info(X_SB) + channel * k.info(X_SC), "at")
-    valid = k.let(ir.lift(True, "bool"), "ok")
-    for d in reversed(range(spatial)):
-        def word(field: int, d: int = d) -> ir.Expr:
-            return k.info(HEAD + d * PER_DIM + field)
 
-        o = k.let(position % word(OUT), "o")
-        t = k.let(tap % word(KERNEL), "kt")
+    def word(d: int, field: int) -> ir.Expr:
+        return k.info(HEAD + d * PER_DIM + field)
+
+    positions = k.info(POSITIONS)
+    position = k.let(i % positions, "p")
+    row = k.let(i / positions, "row")  # sample * channels + channel
+    channel = k.let(row % k.info(CHANNELS), "c")
+    sample = k.let(row / k.info(CHANNELS), "b")
+    base = k.let(k.info(X_OFF) + sample * k.info(X_SB) + channel * k.info(X_SC), "base")
+    target = k.let(row * k.info(TAPS) * positions + position, "dst")
+
+    # Each dim's first tap: its input coordinate and, transposed, the remainder that must be
+    # zero for the tap to land on an input element.
+    rest = k.let(position, "rest")
+    firsts: list[ir.Expr] = [ir.lift(0, "i32")] * spatial
+    remainders: list[ir.Expr] = [ir.lift(0, "i32")] * spatial
+    for d in reversed(range(spatial)):
+        o = rest  # the first dim's coordinate is what the others leave
         if d:
-            k.assign(position, position / word(OUT))
-            k.assign(tap, tap / word(KERNEL))
+            o = k.let(rest % word(d, OUT), "o")
+            k.assign(rest, rest / word(d, OUT))
         if transposed:
-            num = k.let(o + word(PADDING) - t * word(DILATION), "num")
-            q = k.let(num / word(STRIDE), "q")
-            inside = (num >= 0).and_((num - q * word(STRIDE)).eq(0)).and_(q < word(IN))
+            num = k.let(o + word(d, PADDING), "num")  # never negative: floor division is exact
+            firsts[d] = k.let(num / word(d, STRIDE), "q")
+            remainders[d] = k.let(num - firsts[d] * word(d, STRIDE), "rem")
         else:
-            q = k.let(o * word(STRIDE) - word(PADDING) + t * word(DILATION), "q")
-            inside = (q >= 0).and_(q < word(IN))
-        k.assign(valid, valid.and_(inside))
-        k.assign(at, at + q * word(X_STRIDE))
-    value = x[ir.select(valid, at, 0)]
-    k.store(out, i, ir.select(valid, value, 0))
+            firsts[d] = k.let(o * word(d, STRIDE) - word(d, PADDING), "q")
+
+    def visit(d: int, at: ir.Expr, valid: ir.Expr) -> None:
+        """Loop over dim ``d``'s taps, then the next dim's inside; the last dim stores."""
+        q = k.let(firsts[d], "q")
+        here = k.let(at + q * word(d, X_STRIDE), "at")
+        rem = k.let(remainders[d], "rem") if transposed else None
+        with k.for_(0, word(d, KERNEL), name="t"):
+            inside = (q >= 0).and_(q < word(d, IN))
+            if rem is not None:
+                inside = inside.and_(rem.eq(0))
+            ok = k.let(inside if d == 0 else valid.and_(inside), "ok")
+            if d + 1 < spatial:
+                visit(d + 1, here, ok)
+            else:
+                value = x[ir.select(ok, here, 0)]
+                k.store(out, target, ir.select(ok, value, 0))
+                k.assign(target, target + positions)
+            k.assign(q, q + word(d, STEP))
+            k.assign(here, here + word(d, X_STEP))
+            if rem is not None:
+                k.assign(rem, rem + word(d, CARRY))
+                borrow = k.let(rem < 0, "borrow")
+                k.assign(rem, ir.select(borrow, rem + word(d, STRIDE), rem))
+                k.assign(q, ir.select(borrow, q - 1, q))
+                k.assign(here, ir.select(borrow, here - word(d, X_STRIDE), here))
+
+    visit(0, base, ir.lift(True, "bool"))
     return k.build()
