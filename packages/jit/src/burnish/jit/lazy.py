@@ -219,8 +219,10 @@ def flush(runtime: Runtime, first: LazyTensor | None = None) -> None:
 
 
 def _flush(runtime: Runtime, stream: Stream, first: LazyTensor | None) -> None:
-    from burnish.jit.kernels.fused import replay, run_groups
-
+    global _fused
+    if _fused is None:  # kernels.fused imports this module: bound on first use
+        from burnish.jit.kernels import fused as _fused
+    replay, run_groups = _fused.replay, _fused.run_groups
     live = [ref() for ref in stream.refs]  # pending, every one (None: collected)
     stale = first is not None and first.stream is not stream
     if stale:
@@ -246,6 +248,8 @@ def _flush(runtime: Runtime, stream: Stream, first: LazyTensor | None) -> None:
     runtime.lazy_plans[key] = launches
     # What stayed lazy (a reference count guessed wrong) computes itself on demand.
 
+
+_fused = None
 
 # What ``_referenced`` says of each recorded tensor.
 GONE, INSIDE, TARGET = 0, 1, 2

@@ -75,6 +75,35 @@ def scalar_words(value, dtype: DType) -> list[int]:
     return [int(np.array([value]).astype(dtype.numpy).astype(np.int64)[0])]
 
 
+#: struct codes of the compute types whose scalars are one ``struct`` field each.
+_FIELDS = {"f32": "f", "f64": "d", "i64": "q", "i32": "i"}
+
+
+class ScalarPacker:
+    """A launch's ``info`` made from its fixed leading words and scalars of fixed dtypes: one
+    ``struct`` pack per launch where every compute type has a field code, else
+    ``scalar_words`` per scalar (tiny ops are dominated by such bookkeeping)."""
+
+    __slots__ = ("prefix", "dtypes", "packer")
+
+    def __init__(self, prefix: Sequence[int], dtypes: Sequence[DType]):
+        self.prefix = np.asarray(prefix, dtype=np.int32).tobytes()
+        self.dtypes = tuple(dtypes)
+        codes = [_FIELDS.get(ir.compute_type(d)) for d in self.dtypes]
+        self.packer = struct.Struct("<" + "".join(codes)) if all(codes) else None
+
+    def info(self, values: Sequence[object]) -> np.ndarray:
+        """The int32 words: the prefix, then each value as ``scalar_words`` gives it."""
+        if self.packer is not None:
+            try:  # struct rounds as NumPy does; out-of-range values take the path below
+                return np.frombuffer(self.prefix + self.packer.pack(*values), dtype=np.int32)
+            except (OverflowError, struct.error):
+                pass
+        words = [w for value, dtype in zip(values, self.dtypes) for w in scalar_words(value, dtype)]
+        return np.frombuffer(self.prefix + np.asarray(words, dtype=np.int32).tobytes(),
+                             dtype=np.int32)
+
+
 def info_scalar(k: KernelBuilder, pos, ty: str) -> ir.Expr:
     """The scalar of compute type ``ty`` stored at ``info[pos]`` (two words for 64-bit)."""
     word = k.info(pos)
@@ -112,7 +141,7 @@ class _Plan:
     by this bookkeeping, so it is done once per signature."""
 
     __slots__ = ("key", "build", "info", "groups", "shape", "strides", "n", "scalar_at",
-                 "runtime", "compiled", "out_nbytes")
+                 "packer", "runtime", "compiled", "out_nbytes")
 
 
 _PLANS: dict[tuple, _Plan] = {}
@@ -161,10 +190,7 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
         return out
     info = plan.info
     if scalars:
-        words = list(info[:plan.scalar_at])
-        for value, dtype in scalars:
-            words += scalar_words(value, dtype)
-        info = np.asarray(words, dtype=np.int32)
+        info = plan.packer.info([value for value, _ in scalars])
     if plan.runtime is not runtime:
         plan.compiled = runtime.kernel(plan.key, plan.build)[0]
         plan.runtime = runtime
@@ -202,6 +228,7 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
             info.append(x.offset)
             info += broadcast_strides(x, shape)
     scalar_at = plan.scalar_at = len(info)
+    plan.packer = ScalarPacker(info, [d for _, d in scalars])
     for value, dtype in scalars:
         info += scalar_words(value, dtype)
     plan.info = np.asarray(info, dtype=np.int32)

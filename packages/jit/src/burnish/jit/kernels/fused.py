@@ -23,6 +23,7 @@ from burnish.jit import ir, lazy
 from burnish.jit.builder import KernelBuilder
 from burnish.jit.kernels.elementwise import (
     WORKGROUP,
+    ScalarPacker,
     broadcast_strides,
     elementwise,
     info_scalar,
@@ -79,11 +80,7 @@ def replay(runtime: Runtime, launches: list[Launch | Replan], live: list[lazy.La
             if type(launch) is Launch:
                 launch.run(runtime, live, buffers)
             elif type(launch) is Lone:
-                t = live[launch.target]
-                node = t.node
-                t.buffer = elementwise(node.op, node.fn, node.inputs, node.dtype, node.scalars,
-                                       node.shape).buffer
-                t.node = None
+                _compute_lone(live[launch.target])
             else:
                 _run(runtime, [live[p] for p in launch.targets])
     finally:
@@ -96,16 +93,17 @@ class Launch:
     scalars follow them, and where each buffer it reads comes from (``(True, slot)``: the
     stream's computed inputs; ``(False, position)``: a target of an earlier launch)."""
 
-    __slots__ = ("targets", "nbytes", "compiled", "program", "grid", "prefix", "info",
+    __slots__ = ("targets", "nbytes", "compiled", "program", "grid", "packer", "info",
                  "scalars", "sources")
 
     def __init__(self, plan: _Plan, stream: lazy.Stream, compiled, program: FusedProgram,
                  grid: tuple[int, int, int], nbytes: list[int]):
         self.targets = tuple(t.pos for t in plan.targets)
         self.nbytes, self.compiled, self.program, self.grid = tuple(nbytes), compiled, program, grid
-        self.prefix = plan.info_prefix()
         self.scalars = tuple((t.pos, j) for t in plan.nodes for j in range(len(t.node.scalars)))
-        self.info = None if self.scalars else np.asarray(self.prefix, dtype=np.int32)
+        self.packer = ScalarPacker(plan.info_prefix(), [t.node.scalars[j][1] for t in plan.nodes
+                                                        for j in range(len(t.node.scalars))])
+        self.info = None if self.scalars else self.packer.info(())
         self.sources = tuple(
             (False, b.pos) if type(b) is lazy.LazyTensor and b.stream is stream
             else (True, stream.slots[(id(b.buffer), b.dtype)]) for b in plan.buffers)
@@ -113,10 +111,7 @@ class Launch:
     def run(self, runtime: Runtime, live: list[lazy.LazyTensor | None], buffers: list) -> None:
         info = self.info
         if info is None:
-            words = list(self.prefix)
-            for p, j in self.scalars:
-                words += scalar_words(*live[p].node.scalars[j])
-            info = np.asarray(words, dtype=np.int32)
+            info = self.packer.info([live[p].node.scalars[j][0] for p, j in self.scalars])
         outs = [runtime.pool.alloc(n) for n in self.nbytes]
         handles = [b.handle for b in outs]
         for in_stream, j in self.sources:
@@ -288,8 +283,8 @@ def _run(runtime: Runtime, targets: list[lazy.LazyTensor],
     plan = _Plan(targets)
     if len(plan.nodes) == 1:
         # A lone op: its own elementwise kernel, shared with unfused use of the backend.
-        _run_eagerly(plan)
-        return Lone(targets[0]) if plan.reads else Replan(targets)  # no reads: a constant
+        _compute_lone(targets[0])
+        return Lone(targets[0])
     info = plan.info()
     if (len(info) > runtime.max_info_words
             or len(plan.buffers) + len(targets) > runtime.max_buffers):
@@ -333,6 +328,19 @@ def _split(runtime: Runtime, plan: _Plan) -> None:
     rest = [t for t in plan.targets if lazy.pending(t)]
     if rest:
         _run(runtime, rest)
+
+
+def _compute_lone(t: lazy.LazyTensor) -> None:
+    """Compute ``t``, whose inputs are all computed, with its op's own elementwise kernel."""
+    node = t.node
+    out = None
+    if not node.inputs:  # a constant: elementwise needs somewhere to write
+        itemsize = t.runtime.generator.storage_numpy(t.dtype.name).itemsize
+        out = JitTensor(t.runtime.pool.alloc(t.numel * itemsize), t.shape, t.dtype, t.device,
+                        t.runtime)
+    t.buffer = elementwise(node.op, node.fn, node.inputs, node.dtype, node.scalars, node.shape,
+                           out=out).buffer
+    t.node = None
 
 
 def _run_eagerly(plan: _Plan) -> None:
