@@ -23,6 +23,10 @@ class NdArrayActivationOps(ActivationOps):
         return np.maximum(x, element(0, x.dtype))
 
     @quiet
+    def relu_backward(self, output: np.ndarray, grad: np.ndarray, dtype: DType) -> np.ndarray:
+        return np.multiply(grad, np.greater(output, element(0, output.dtype)))
+
+    @quiet
     def gelu(self, x: np.ndarray, dtype: DType) -> np.ndarray:
         # In float64 whatever the dtype: 1 + erf cancels for negative x, and float32 would
         # keep few correct digits there (PyTorch's float32 gelu is off by 20% near x = -5).

@@ -6,7 +6,7 @@ import math
 from abc import ABC
 
 from burnish.backend.base import Primitive
-from burnish.dtype import DType
+from burnish.dtype import DType, bool_
 
 
 class ActivationOps(ABC):  # noqa: B024 (only defaults, by design)
@@ -15,6 +15,13 @@ class ActivationOps(ABC):  # noqa: B024 (only defaults, by design)
     def relu(self, x: Primitive, dtype: DType) -> Primitive:
         """``max(x, 0)``."""
         return self.clamp(x, 0.0, None, dtype)
+
+    def relu_backward(self, output: Primitive, grad: Primitive, dtype: DType) -> Primitive:
+        """The gradient through ``relu`` from its ``output`` (Burn's ``relu_backward``):
+        ``grad`` times 1 where ``output > 0`` and 0 elsewhere (PyTorch's convention at 0 and
+        for NaN; being a product, an infinite ``grad`` where ``output`` is 0 gives NaN)."""
+        zero = self.full((), 0.0, dtype, self._device_of(output))
+        return self.mul(grad, self.cast(self.greater(output, zero), bool_, dtype))
 
     def gelu(self, x: Primitive, dtype: DType) -> Primitive:
         """``x * (1 + erf(x / sqrt(2))) / 2`` (the exact GELU)."""

@@ -3,6 +3,7 @@ subclasses it and says how to find its devices (``JitBase._discover``)."""
 
 from __future__ import annotations
 
+from burnish.jit.backend.activation_ops import JitActivationOps
 from burnish.jit.backend.base import JitBase
 from burnish.jit.backend.bool_ops import JitBoolOps
 from burnish.jit.backend.float_ops import JitFloatOps
@@ -15,7 +16,7 @@ from burnish.jit.backend.reduce_ops import JitReduceOps
 
 
 class JitBackend(JitLayoutOps, JitNumericOps, JitReduceOps, JitFloatOps, JitIntOps, JitBoolOps,
-                 JitModuleOps, JitOptimOps, JitBase):
+                 JitModuleOps, JitActivationOps, JitOptimOps, JitBase):
     """Every op of the protocol as kernels of ``burnish.jit``, on any ``Runtime``."""
 
     def __repr__(self) -> str:
