@@ -8,6 +8,7 @@ cold starts: the first candidate, the default, is used unless the cache already 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -113,6 +114,7 @@ def choose(device: str, key: str, candidates: Sequence[str], run: Callable[[str]
     return best
 
 
+@functools.lru_cache(maxsize=4096)
 def shape_class(*sizes: int) -> str:
     """Sizes rounded up to powers of two: shapes of one class share a tuned choice."""
     return "x".join(str(1 << max(int(s) - 1, 0).bit_length()) for s in sizes)

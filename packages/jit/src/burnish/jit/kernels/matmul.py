@@ -108,7 +108,7 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
     flags = "".join("1" if unit else "s" for unit in layout)
     key = (f"matmul/{dtype.name}/{flags}{'/bias' if bias is not None else ''}/"
            f"{autotune.shape_class(count, m, n, k)}")
-    choice = autotune.choose(runtime.describe(), key, _candidates(m, n), run, runtime.sync)
+    choice = autotune.choose(runtime.device_name, key, _candidates(m, n), run, runtime.sync)
     run(choice)
     return out
 

@@ -392,6 +392,6 @@ def _choose(op: str, x: JitTensor, out_shape, kept, red, n_out: int, n_red: int)
     key = (f"reduce-{_OPS[op]}-{x.dtype.name}-{len(kept[0])}x{len(red[0])}-{plain}-"
            f"{autotune.shape_class(n_out, n_red)}")
     runtime = x.runtime
-    return autotune.choose(runtime.describe(), key, candidates,
+    return autotune.choose(runtime.device_name, key, candidates,
                            lambda s: _run(op, x, out_shape, kept, red, n_out, n_red, s),
                            runtime.sync)
