@@ -17,6 +17,7 @@ import numpy as np
 from burnish.dtype import DType
 from burnish.jit import ir, lazy
 from burnish.jit.builder import KernelBuilder
+from burnish.jit.kernels.reduce import coalesce
 from burnish.jit.runtime import MAX_GROUPS_X
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
@@ -213,7 +214,11 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
     plan.out_nbytes = n * runtime.generator.storage_numpy(out_dtype.name).itemsize
     out_offset = out.offset if out is not None else 0
     flat = all(x.shape == shape and x.is_contiguous() for x in inputs) and out_offset == 0
-    ndim = len(shape)
+    if not flat:
+        # Size-1 dims dropped and neighbours every input walks as one merged: fewer divisions
+        # per element (a [N, C, H, W] by [1, C, 1, 1] product indexes as [N, C, H * W]).
+        dims, layouts = coalesce(shape, *[broadcast_strides(x, shape) for x in inputs])
+    ndim = 0 if flat else len(dims)
     in_dtypes = tuple(x.dtype.name for x in inputs)
     scalar_types = tuple(ir.compute_type(d) for _, d in scalars)
     plan.key = ("elementwise", op, in_dtypes, out_dtype.name, scalar_types,
@@ -223,10 +228,10 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
     if flat:
         info += [x.offset for x in inputs]
     else:
-        info += list(shape)
-        for x in inputs:
+        info += dims
+        for x, strides in zip(inputs, layouts):
             info.append(x.offset)
-            info += broadcast_strides(x, shape)
+            info += strides
     scalar_at = plan.scalar_at = len(info)
     plan.packer = ScalarPacker(info, [d for _, d in scalars])
     for value, dtype in scalars:
