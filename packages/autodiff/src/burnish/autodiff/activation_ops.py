@@ -54,6 +54,17 @@ class AutodiffActivationOps(ActivationOps):
     def log_softmax(self, x: P, dim: int, dtype: DType) -> P:
         return self._activation(x, "log_softmax", _log_softmax_backward, (OUT, dim), dim, dtype)
 
+    def softmax_backward(self, output: P, grad: P, dim: int, dtype: DType) -> P:
+        if output.node is None and grad.node is None:
+            return P(self._inner.softmax_backward(output.inner, grad.inner, dim, dtype))
+        # Tracked (a gradient of a gradient): the default's composition, differentiable.
+        return ActivationOps.softmax_backward(self, output, grad, dim, dtype)
+
+    def log_softmax_backward(self, output: P, grad: P, dim: int, dtype: DType) -> P:
+        if output.node is None and grad.node is None:
+            return P(self._inner.log_softmax_backward(output.inner, grad.inner, dim, dtype))
+        return ActivationOps.log_softmax_backward(self, output, grad, dim, dtype)
+
 
 # -- backward rules: rule(inner, dtype, grad, *saved) -> a gradient per input ---------------------
 
@@ -80,8 +91,8 @@ def _log_sigmoid_backward(b, dtype, g, x):
 
 
 def _softmax_backward(b, dtype, g, out, dim):
-    return (b.mul(out, b.sub(g, b.sum(b.mul(g, out), dim))),)
+    return (b.softmax_backward(out, g, dim, dtype),)  # one kernel on the GPU backends
 
 
 def _log_softmax_backward(b, dtype, g, out, dim):
-    return (b.sub(g, b.mul(b.exp(out), b.sum(g, dim))),)
+    return (b.log_softmax_backward(out, g, dim, dtype),)

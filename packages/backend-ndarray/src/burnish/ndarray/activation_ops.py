@@ -78,3 +78,28 @@ class NdArrayActivationOps(ActivationOps):
         total = np.sum(np.exp(out), axis=dim, keepdims=True)
         out -= np.log(total, out=total)
         return out.astype(x.dtype, copy=False)
+
+    @quiet
+    def softmax_backward(self, output: np.ndarray, grad: np.ndarray, dim: int,
+                         dtype: DType) -> np.ndarray:
+        if output.shape != grad.shape:  # the default broadcasts; autodiff never needs it
+            return ActivationOps.softmax_backward(self, output, grad, dim, dtype)
+        wide = compute_dtype(grad.dtype)
+        o = output.astype(wide, copy=False)
+        out = np.multiply(grad, o, dtype=wide)
+        total = np.sum(out, axis=dim, keepdims=True)
+        np.subtract(grad, total, out=out, dtype=wide)
+        out *= o
+        return out.astype(grad.dtype, copy=False)
+
+    @quiet
+    def log_softmax_backward(self, output: np.ndarray, grad: np.ndarray, dim: int,
+                             dtype: DType) -> np.ndarray:
+        if output.shape != grad.shape:
+            return ActivationOps.log_softmax_backward(self, output, grad, dim, dtype)
+        wide = compute_dtype(grad.dtype)
+        total = np.sum(grad, axis=dim, keepdims=True, dtype=wide)
+        out = np.exp(output, dtype=wide)
+        out *= total
+        np.subtract(grad, out, out=out, dtype=wide)
+        return out.astype(grad.dtype, copy=False)

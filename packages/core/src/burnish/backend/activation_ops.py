@@ -42,10 +42,26 @@ class ActivationOps(ABC):  # noqa: B024 (only defaults, by design)
 
     def softmax(self, x: Primitive, dim: int, dtype: DType) -> Primitive:
         """``exp(x) / sum(exp(x))`` along ``dim``, shifted by the max for stability."""
+        if x.shape[dim] == 0:  # nothing to normalise, and ``max`` must not reduce an empty dim
+            return self.empty(x.shape, dtype, self._device_of(x))
         shifted = self.exp(self.sub(x, self.max(x, dim)))
         return self.div(shifted, self.sum(shifted, dim))
 
     def log_softmax(self, x: Primitive, dim: int, dtype: DType) -> Primitive:
         """``x - log(sum(exp(x)))`` along ``dim``, shifted by the max for stability."""
+        if x.shape[dim] == 0:
+            return self.empty(x.shape, dtype, self._device_of(x))
         shifted = self.sub(x, self.max(x, dim))
         return self.sub(shifted, self.log(self.sum(self.exp(shifted), dim)))
+
+    def softmax_backward(self, output: Primitive, grad: Primitive, dim: int,
+                         dtype: DType) -> Primitive:
+        """The gradient through ``softmax`` along ``dim`` from its ``output``:
+        ``output * (grad - sum(grad * output, dim))``."""
+        return self.mul(output, self.sub(grad, self.sum(self.mul(grad, output), dim)))
+
+    def log_softmax_backward(self, output: Primitive, grad: Primitive, dim: int,
+                             dtype: DType) -> Primitive:
+        """The gradient through ``log_softmax`` along ``dim`` from its ``output``:
+        ``grad - exp(output) * sum(grad, dim)``."""
+        return self.sub(grad, self.mul(self.exp(output), self.sum(grad, dim)))
