@@ -57,7 +57,10 @@ def test_one_launch_up_to_the_bound(jit_backend, op, shape, dim, permuted):
     assert launches == 1
     assert out.shape == shape and out.is_contiguous()
     expected = _get(jit_backend, _default(jit_backend, op, inputs, dim))
-    np.testing.assert_allclose(_get(jit_backend, out), expected, rtol=1e-5, atol=1e-6)
+    # Gradients cancel terms as large as the row's values (|a| up to 6, sums of ten): the
+    # error is float32's rounding of those terms, whatever order each side sums in.
+    atol = 1e-6 * max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(_get(jit_backend, out), expected, rtol=1e-5, atol=atol)
 
 
 @pytest.mark.parametrize("op", OPS)
