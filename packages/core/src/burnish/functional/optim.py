@@ -30,6 +30,37 @@ def adam_step(value: Tensor, grad: Tensor, moment_1: Tensor, moment_2: Tensor, *
     dtype, one shape and one device (DTypeError, ShapeError, DeviceError), and the moments
     must be two Tensor objects other than ``value`` and ``grad`` (ValueError).
     """
+    T = _core.Tensor
+    if not (type(value) is T and type(grad) is T and type(moment_1) is T
+            and type(moment_2) is T):
+        _check_operands(value, grad, moment_1, moment_2)
+    dtype, shape, device = value._dtype, value._prim.shape, value._device
+    # One expression for the common case (an optimizer's call); the checks that name the
+    # culprit run only when it fails.
+    if not (dtype.kind is Kind.FLOAT and grad._dtype is dtype and moment_1._dtype is dtype
+            and moment_2._dtype is dtype and grad._prim.shape == shape
+            and moment_1._prim.shape == shape and moment_2._prim.shape == shape
+            and grad._device is device and moment_1._device is device
+            and moment_2._device is device and moment_1 is not moment_2
+            and moment_1 is not value and moment_1 is not grad and moment_2 is not value
+            and moment_2 is not grad):
+        _check_operands(value, grad, moment_1, moment_2)
+    # Donate the moments' primitives: their Tensors let go first, so that a backend sees them
+    # unreferenced when nothing else shares them (see ``InPlaceMixin``).
+    m, v = moment_1._prim, moment_2._prim
+    moment_1._prim = moment_2._prim = None
+    try:
+        new, m, v = device.backend.adam_step(value._prim, grad._prim, m, v, float(beta_1),
+                                             float(beta_2), float(epsilon), float(step_size),
+                                             dtype)
+    finally:
+        moment_1._prim, moment_2._prim = m, v
+    return _core.make(new, device, dtype)
+
+
+def _check_operands(value: Tensor, grad: Tensor, moment_1: Tensor, moment_2: Tensor) -> None:
+    """Raise the error that names what is wrong with ``adam_step``'s operands, if anything
+    is (equal devices that are different objects pass)."""
     tensors = (value, grad, moment_1, moment_2)
     names = ("value", "grad", "moment_1", "moment_2")
     for name, x in zip(names, tensors):
@@ -48,15 +79,3 @@ def adam_step(value: Tensor, grad: Tensor, moment_1: Tensor, moment_2: Tensor, *
             raise ShapeError(f"adam_step: {name} has shape {show(x._prim.shape)} but value has "
                              f"{show(shape)}")
         _core.same_device(value, x, "adam_step")
-    device = value._device
-    # Donate the moments' primitives: their Tensors let go first, so that a backend sees them
-    # unreferenced when nothing else shares them (see ``InPlaceMixin``).
-    m, v = moment_1._prim, moment_2._prim
-    moment_1._prim = moment_2._prim = None
-    try:
-        new, m, v = device.backend.adam_step(value._prim, grad._prim, m, v, float(beta_1),
-                                             float(beta_2), float(epsilon), float(step_size),
-                                             dtype)
-    finally:
-        moment_1._prim, moment_2._prim = m, v
-    return _core.make(new, device, dtype)

@@ -16,6 +16,7 @@ from burnish.jit.kernels.elementwise import (
     info_scalar,
     scalar_words,
 )
+from burnish.jit.runtime import MAX_GROUPS_X
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 # info: the element count, the four inputs' offsets, then the scalars.
@@ -27,35 +28,40 @@ def adam_step(value: JitTensor, grad: JitTensor, moment_1: JitTensor, moment_2: 
               step_size: float) -> tuple[JitTensor, JitTensor, JitTensor]:
     """``burnish.backend.OptimOps.adam_step`` in one kernel: new ``(value, m, v)``, computed
     in the dtype's compute type and rounded once each."""
-    runtime, dtype, shape = value.runtime, value.dtype, value.shape
+    runtime, dtype, shape, device = value.runtime, value.dtype, value.shape, value.device
     plain = contiguous_strides(shape)
     inputs = [x if x.strides == plain else _plain(x) for x in (value, grad, moment_1, moment_2)]
     n = numel(shape)
     nbytes = n * runtime.generator.storage_numpy(dtype.name).itemsize
-    outs = [JitTensor(runtime.pool.alloc(nbytes), shape, dtype, value.device, runtime)
-            for _ in range(3)]
+    pool = runtime.pool
+    outs = (JitTensor(pool.alloc(nbytes), shape, dtype, device, runtime),
+            JitTensor(pool.alloc(nbytes), shape, dtype, device, runtime),
+            JitTensor(pool.alloc(nbytes), shape, dtype, device, runtime))
     if n == 0:
-        return outs[0], outs[1], outs[2]
-    info = [n] + [x.offset for x in inputs]
-    info += _scalar_words(dtype, (beta_1, 1.0 - beta_1, beta_2, 1.0 - beta_2, epsilon,
-                                  -step_size))
-    runtime.launch(("adam_step", dtype.name), lambda: _adam_kernel(dtype),
-                   [o.buffer for o in outs] + [x.buffer for x in inputs],
-                   np.asarray(info, dtype=np.int32), invocations=n)
-    return outs[0], outs[1], outs[2]
+        return outs
+    info = _info(dtype, [n] + [x.offset for x in inputs],
+                 (beta_1, 1.0 - beta_1, beta_2, 1.0 - beta_2, epsilon, -step_size))
+    compiled = runtime.kernel(("adam_step", dtype.name), lambda: _adam_kernel(dtype))[0]
+    groups = -(-n // WORKGROUP)
+    gx = min(groups, MAX_GROUPS_X)
+    runtime.dispatch(compiled, [outs[0].buffer.handle, outs[1].buffer.handle,
+                                outs[2].buffer.handle] + [x.buffer.handle for x in inputs],
+                     info, (gx, -(-groups // gx), 1))
+    return outs
 
 
-# The six scalars as the info words ``info_scalar`` reads back, in one pack per launch.
-_PACKED = {"f32": (struct.Struct("<6f"), struct.Struct("<6i")),
-           "f64": (struct.Struct("<6d"), struct.Struct("<12i"))}
+# The launch's info in one pack: the count and offsets, then the six scalars as the words
+# ``info_scalar`` reads back.
+_PACKED = {"f32": struct.Struct("<5i6f"), "f64": struct.Struct("<5i6d")}
 
 
-def _scalar_words(dtype, scalars: tuple[float, ...]) -> list[int]:
-    values, words = _PACKED[ir.compute_type(dtype)]
+def _info(dtype, head: list[int], scalars: tuple[float, ...]) -> np.ndarray:
     try:
-        return list(words.unpack(values.pack(*scalars)))
+        data = _PACKED[ir.compute_type(dtype)].pack(*head, *scalars)
     except (OverflowError, struct.error):  # beyond float32: NumPy's rounding, as elsewhere
-        return [word for scalar in scalars for word in scalar_words(scalar, dtype)]
+        words = head + [word for scalar in scalars for word in scalar_words(scalar, dtype)]
+        return np.asarray(words, dtype=np.int32)
+    return np.frombuffer(data, dtype=np.int32)
 
 
 def _plain(x: JitTensor) -> JitTensor:
