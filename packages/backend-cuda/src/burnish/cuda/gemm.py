@@ -43,6 +43,19 @@ def tf32_allowed() -> bool:
     return _tf32
 
 
+#: Per host scalar type: alpha = 1 and beta = 0 as arrays, kept alive here, and their addresses
+#: (made once: ``ndarray.ctypes`` costs a microsecond a call).
+_CONSTANTS: dict[type, tuple[np.ndarray, np.ndarray, int, int]] = {}
+
+
+def _one_and_zero(scalar: type) -> tuple[int, int]:
+    found = _CONSTANTS.get(scalar)
+    if found is None:
+        one, zero = np.ones(1, scalar), np.zeros(1, scalar)
+        found = _CONSTANTS[scalar] = (one, zero, one.ctypes.data, zero.ctypes.data)
+    return found[2], found[3]
+
+
 def batch_stride(x: JitTensor, batch: tuple[int, ...]) -> int | None:
     """The one element stride between consecutive matrices of ``x`` over the flattened
     ``batch`` (0 when broadcast), or None when its batch dims do not flatten to one stride."""
@@ -100,7 +113,7 @@ def gemm(a: JitTensor, b: JitTensor, out: JitTensor, batch: tuple[int, ...]) -> 
     data, compute, scalar = TYPES[dtype]
     if dtype == "float32" and _tf32:
         compute = _COMPUTE_32F_FAST_TF32
-    one, zero = np.ones(1, scalar), np.zeros(1, scalar)
+    one, zero = _one_and_zero(scalar)
     size = runtime.generator.storage_numpy(dtype).itemsize
     # Row-major C = A @ B is column-major C^T = B^T @ A^T: B goes first.
     b_op, b_ld, b_stride = b_operand
@@ -108,10 +121,10 @@ def gemm(a: JitTensor, b: JitTensor, out: JitTensor, batch: tuple[int, ...]) -> 
     with runtime.cuda_device, runtime.stream:
         handle = cp.cuda.device.get_cublas_handle()
         cp.cuda.cublas.gemmStridedBatchedEx(
-            handle, b_op, a_op, n, m, k, one.ctypes.data,
+            handle, b_op, a_op, n, m, k, one,
             b.buffer.handle.ptr + b.offset * size, data, b_ld, b_stride,
             a.buffer.handle.ptr + a.offset * size, data, a_ld, a_stride,
-            zero.ctypes.data, out.buffer.handle.ptr + out.offset * size, data, n, m * n, count,
+            zero, out.buffer.handle.ptr + out.offset * size, data, n, m * n, count,
             compute, _GEMM_DEFAULT)
     runtime.launches += 1
     return True
