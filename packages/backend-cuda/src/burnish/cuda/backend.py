@@ -10,6 +10,7 @@ from burnish.device import Device
 from burnish.dtype import ALL_DTYPES, DType
 from burnish.errors import UnsupportedError
 from burnish.jit.backend.backend import JitBackend
+from burnish.jit.kernels.elementwise import broadcast_shape
 from burnish.jit.tensor import JitTensor
 
 __all__ = ["CudaBackend", "allow_tf32", "tf32_allowed"]
@@ -44,8 +45,6 @@ class CudaBackend(JitBackend):
         # operand cuBLAS cannot read in place (overlapping rows, no unit stride, batch dims that
         # do not flatten) is copied first, one pass, so that the library still takes it.
         if lhs.dtype.name in gemm.TYPES and min(lhs.shape[-2:] + rhs.shape[-1:]) > 0:
-            from burnish.jit.kernels.elementwise import broadcast_shape
-
             batch = broadcast_shape(lhs.shape[:-2], rhs.shape[:-2])
             if gemm.operand(lhs, batch) is None:
                 lhs = self.contiguous(self.expand(lhs, batch + lhs.shape[-2:]))
