@@ -134,8 +134,8 @@ class Lone:
 
 
 class Replan:
-    """A group a flush computed some other way (a lone op, a group too large for one launch):
-    plan it again from its targets' positions."""
+    """A group a flush computed some other way (too large for one launch): plan it again from
+    its targets' positions."""
 
     __slots__ = ("targets",)
 
@@ -344,8 +344,7 @@ def _compute_lone(t: lazy.LazyTensor) -> None:
 
 
 def _run_eagerly(plan: _Plan) -> None:
-    """One launch per op: for a lone op, and for groups whose metadata or buffers exceed what
-    a launch carries."""
+    """One launch per op: for groups whose metadata or buffers exceed what a launch carries."""
     done: dict[int, JitTensor] = {}
     for t in plan.nodes:
         node = t.node
