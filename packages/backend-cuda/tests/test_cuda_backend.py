@@ -41,3 +41,41 @@ def test_ops_and_cublas_matmul_on_the_gpu():
     np.testing.assert_allclose((ta @ tb).to_numpy(), a @ b, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose((ta.exp() + 1.0).to_numpy(), np.exp(a) + 1.0, rtol=1e-5)
     assert str(device) == "cuda:0"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+@pytest.mark.parametrize(("spatial", "groups", "bias"), [(2, 1, False), (2, 2, True), (1, 1, True),
+                                                         (3, 1, False)])
+def test_convolutions_on_cudnn_match_the_gather(dtype, spatial, groups, bias):
+    import importlib.util
+
+    from burnish.cuda import cudnn
+    from burnish.dtype import get_dtype
+    from burnish.jit.backend.backend import JitBackend
+
+    backend, reason = _cuda_or_reason()
+    if backend is None:
+        pytest.skip(f"needs an NVIDIA GPU with CuPy ({reason})")
+    if cudnn.library() is None:
+        if importlib.util.find_spec("nvidia.cudnn") is not None:
+            pytest.fail(f"nvidia-cudnn is installed but not used: {cudnn.describe()}")
+        pytest.skip(f"needs cuDNN (pip install nvidia-cudnn-cu12): {cudnn.describe()}")
+    device = backend.default_device()
+    runtime = backend.runtime(device)
+    rng = np.random.default_rng(spatial)
+    size = (9, 7, 5)[:spatial]
+    x = rng.standard_normal((2, 4, *size)).astype(dtype)
+    w = rng.standard_normal((6, 4 // groups, *(3,) * spatial)).astype(dtype)
+    b = rng.standard_normal(6).astype(dtype) if bias else None
+    args = ((2,) * spatial, (1,) * spatial, (1,) * spatial, groups)
+    px, pw = (Tensor.from_data(v, device=device)._prim for v in (x, w))
+    pb = None if b is None else Tensor.from_data(b, device=device)._prim
+    ours = backend.conv(px, pw, pb, *args)
+    plans = runtime.convolutions().plans
+    assert any(plan is not None and key[1:3] == (px.shape, pw.shape)
+               for key, plan in plans.items()), "cuDNN did not take the convolution"
+    gathered = JitBackend.conv(backend, px, pw, pb, *args)
+    tolerance = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-10}[dtype]
+    np.testing.assert_allclose(backend.into_data(ours, get_dtype(dtype)).to_numpy(),
+                               backend.into_data(gathered, get_dtype(dtype)).to_numpy(),
+                               rtol=tolerance, atol=tolerance)

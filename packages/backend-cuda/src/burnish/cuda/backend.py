@@ -52,6 +52,19 @@ class CudaBackend(JitBackend):
                 rhs = self.contiguous(self.expand(rhs, batch + rhs.shape[-2:]))
         return super().matmul(lhs, rhs)
 
+    def conv(self, x: JitTensor, weight: JitTensor, bias: JitTensor | None, stride, padding,
+             dilation, groups) -> JitTensor:
+        # cuDNN where it is installed (cudnn.py), else burnish.jit's gather and cuBLAS.
+        convolutions = x.runtime.convolutions()
+        if convolutions is not None:
+            out = convolutions.forward(
+                self.contiguous(x), self.contiguous(weight),
+                None if bias is None else self.contiguous(bias), tuple(stride), tuple(padding),
+                tuple(dilation), groups)
+            if out is not None:
+                return out
+        return super().conv(x, weight, bias, stride, padding, dilation, groups)
+
     def _as_cupy(self, x: JitTensor):
         itemsize = x.dtype.itemsize
         return x.runtime.as_cupy(x.buffer.handle, x.offset * itemsize, x.shape,

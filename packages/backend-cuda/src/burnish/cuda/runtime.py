@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from burnish.cuda import gemm
+from burnish.cuda import cudnn, gemm
 from burnish.jit import ir
 from burnish.jit.codegen.c import CUDA_INFO_WORDS, CudaGenerator
 from burnish.jit.runtime import Runtime
@@ -82,6 +82,7 @@ class CudaRuntime(Runtime):
         self.properties = cp.cuda.runtime.getDeviceProperties(index)
         # Our pool sits on CuPy's, which keeps freed blocks for the whole process anyway.
         self.pool.limit = 1 << 28
+        self._convolutions: Any = None  # cudnn.Convolutions, made on the first convolution
 
     def describe(self) -> str:
         name = self.properties["name"]
@@ -147,6 +148,17 @@ class CudaRuntime(Runtime):
             else:
                 with self.cuda_device:
                     _launch(function, *groups, *workgroup, 0, self.stream_ptr, table, 0)
+
+    def convolutions(self) -> Any:
+        """cuDNN's convolutions on this device (``cudnn.Convolutions``), or None without it."""
+        found = self._convolutions
+        if found is None:
+            with self._lock:
+                if self._convolutions is None:
+                    lib = cudnn.library()
+                    self._convolutions = cudnn.Convolutions(self, lib) if lib else False
+                found = self._convolutions
+        return found or None
 
     def library_matmul(self, a: Any, b: Any, out: Any, batch: tuple[int, ...]) -> bool:
         return gemm.gemm(a, b, out, batch)  # cuBLAS, for every float product it can read

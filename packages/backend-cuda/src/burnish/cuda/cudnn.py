@@ -1,0 +1,292 @@
+"""Convolutions on cuDNN, where it is installed: NVIDIA's implicit-GEMM, Winograd and FFT kernels
+instead of ``burnish.jit``'s patch gather and a cuBLAS product.
+
+CuPy 14 no longer wraps cuDNN, so its C API is called through ``ctypes``, from the library of
+the ``nvidia-cudnn-cu12``/``-cu13`` wheel (``pip install 'burnish-backend-cuda[cudnn12]'``), a
+path in ``BURNISH_CUDNN_LIBRARY``, or the system's ``libcudnn.so.9``. Without it, or with
+``BURNISH_CUDNN=0``, convolutions take the gather and cuBLAS. Descriptors, the algorithm (cuDNN's
+heuristics, as PyTorch's default) and the workspace size are made once per shape and kept.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from burnish.cuda import gemm
+from burnish.jit.tensor import JitTensor, contiguous_strides, numel
+
+try:
+    from cupy.cuda.runtime import getDevice as _get_device
+except ImportError:  # nothing here runs without CuPy: the backend says what to install
+    _get_device = None
+
+# cudnnDataType_t, the compute type each storage type accumulates in, and alpha/beta's C type.
+_TYPES = {
+    "float32": (0, 0, ctypes.c_float),
+    "float64": (1, 1, ctypes.c_double),
+    "float16": (2, 0, ctypes.c_float),
+    "bfloat16": (9, 0, ctypes.c_float),
+}
+_NCHW, _CROSS_CORRELATION = 0, 1
+_DEFAULT_MATH, _TENSOR_OP_MATH, _FMA_MATH = 0, 1, 3
+_ALGORITHMS = 8  # the forward algorithms cuDNN ranks
+#: Convolution shapes whose plans a device keeps (then it starts over).
+PLAN_LIMIT = 1024
+
+
+class _AlgoPerf(ctypes.Structure):
+    """``cudnnConvolutionFwdAlgoPerf_t``."""
+
+    _fields_ = [("algo", ctypes.c_int), ("status", ctypes.c_int), ("time", ctypes.c_float),
+                ("memory", ctypes.c_size_t), ("determinism", ctypes.c_int),
+                ("math_type", ctypes.c_int), ("reserved", ctypes.c_int * 3)]
+
+
+class CudnnError(RuntimeError):
+    """A cuDNN call failed while running a convolution it had accepted."""
+
+
+_lock = threading.Lock()
+_library: Any = None  # the loaded library, False when there is none
+_where = ""  # where it was loaded from, or why not
+
+
+def library() -> Any:
+    """The cuDNN library (``ctypes.CDLL``), or None when it is not installed or turned off."""
+    global _library, _where
+    if _library is None:
+        with _lock:
+            if _library is None:
+                _library, _where = _load()
+    return _library or None
+
+
+def describe() -> str:
+    """Where cuDNN was loaded from, or why it is not used (for ``python -m burnish info``)."""
+    library()
+    return _where
+
+
+def _load() -> tuple[Any, str]:
+    if os.environ.get("BURNISH_CUDNN", "1").lower() in ("0", "false", "off", "no"):
+        return False, "turned off by BURNISH_CUDNN=0"
+    candidates = []
+    if os.environ.get("BURNISH_CUDNN_LIBRARY"):
+        candidates.append(os.environ["BURNISH_CUDNN_LIBRARY"])
+    try:
+        spec = importlib.util.find_spec("nvidia.cudnn")
+    except (ImportError, ValueError):
+        spec = None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        candidates += [str(p) for p in sorted(Path(folder, "lib").glob("libcudnn.so.*"))]
+    candidates += ["libcudnn.so.9", "libcudnn.so"]
+    errors = []
+    for name in candidates:
+        try:
+            lib = ctypes.CDLL(name)
+            version = lib.cudnnGetVersion()
+        except (OSError, AttributeError) as error:
+            errors.append(f"{name}: {error}")
+            continue
+        if version < 8000:
+            errors.append(f"{name}: version {version}, 8.0 or newer needed")
+            continue
+        _declare(lib)
+        return lib, f"cuDNN {version} ({name})"
+    return False, "not found (pip install nvidia-cudnn-cu12 or -cu13): " + "; ".join(errors[-2:])
+
+
+def _declare(lib: Any) -> None:
+    p, i, s = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+    ints = ctypes.POINTER(ctypes.c_int)
+    signatures = {
+        "cudnnCreate": [ctypes.POINTER(p)],
+        "cudnnSetStream": [p, p],
+        "cudnnCreateTensorDescriptor": [ctypes.POINTER(p)],
+        "cudnnSetTensorNdDescriptor": [p, i, i, ints, ints],
+        "cudnnCreateFilterDescriptor": [ctypes.POINTER(p)],
+        "cudnnSetFilterNdDescriptor": [p, i, i, i, ints],
+        "cudnnCreateConvolutionDescriptor": [ctypes.POINTER(p)],
+        "cudnnSetConvolutionNdDescriptor": [p, i, ints, ints, ints, i, i],
+        "cudnnSetConvolutionGroupCount": [p, i],
+        "cudnnSetConvolutionMathType": [p, i],
+        "cudnnGetConvolutionNdForwardOutputDim": [p, p, p, i, ints],
+        "cudnnGetConvolutionForwardAlgorithm_v7": [p, p, p, p, p, i, ints,
+                                                   ctypes.POINTER(_AlgoPerf)],
+        "cudnnGetConvolutionForwardWorkspaceSize": [p, p, p, p, p, i, ctypes.POINTER(s)],
+        "cudnnConvolutionForward": [p, p, p, p, p, p, p, i, p, s, p, p, p],
+        "cudnnAddTensor": [p, p, p, p, p, p, p],
+    }
+    for name, argtypes in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = argtypes, ctypes.c_int
+    lib.cudnnGetErrorString.argtypes, lib.cudnnGetErrorString.restype = [i], ctypes.c_char_p
+
+
+def _ints(values) -> ctypes.Array:
+    return (ctypes.c_int * len(values))(*values)
+
+
+class _Plan:
+    """What one convolution shape always uses: descriptors, algorithm, workspace size."""
+
+    __slots__ = ("x", "w", "y", "conv", "bias", "algo", "workspace", "scalars", "alpha", "beta")
+
+
+class Convolutions:
+    """cuDNN on one device: its handle (on the runtime's stream) and a plan per shape."""
+
+    def __init__(self, runtime: Any, lib: Any):
+        self.runtime, self.lib = runtime, lib
+        self.lock = threading.Lock()
+        self.plans: dict[tuple, _Plan | None] = {}
+        handle = ctypes.c_void_p()
+        with runtime.cuda_device:
+            self._check(lib.cudnnCreate(ctypes.byref(handle)), "cudnnCreate")
+        self.handle = handle
+        self._check(lib.cudnnSetStream(handle, ctypes.c_void_p(runtime.stream_ptr)),
+                    "cudnnSetStream")
+
+    def _check(self, status: int, what: str) -> None:
+        if status:
+            message = self.lib.cudnnGetErrorString(status).decode()
+            raise CudnnError(f"cuda: cuDNN's {what} failed: {message} (status {status})")
+
+    def forward(self, x: JitTensor, weight: JitTensor, bias: JitTensor | None,
+                stride: tuple[int, ...], padding: tuple[int, ...], dilation: tuple[int, ...],
+                groups: int) -> JitTensor | None:
+        """The convolution of plain ``x`` by plain ``weight`` (plus plain ``bias``), or None
+        when cuDNN does not take it (then nothing was enqueued)."""
+        dtype = x.dtype.name
+        spatial = x.ndim - 2
+        out_size = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in
+                         zip(x.shape[2:], weight.shape[2:], stride, padding, dilation))
+        out_shape = (x.shape[0], weight.shape[0], *out_size)
+        key = (dtype, x.shape, weight.shape, stride, padding, dilation, groups,
+               bias is not None, gemm.tf32_allowed())
+        with self.lock:
+            plan = self.plans.get(key, False)
+            if plan is False:
+                if len(self.plans) >= PLAN_LIMIT:
+                    self.plans.clear()
+                plan = self.plans[key] = self._plan(dtype, spatial, x.shape, weight.shape,
+                                                    out_shape, stride, padding, dilation, groups,
+                                                    bias is not None)
+        if plan is None:
+            return None
+        runtime = self.runtime
+        itemsize = runtime.generator.storage_numpy(dtype).itemsize
+        out = JitTensor(runtime.pool.alloc(numel(out_shape) * itemsize), out_shape, x.dtype,
+                        x.device, runtime)
+        workspace = runtime.pool.alloc(plan.workspace) if plan.workspace else None
+        lib = self.lib
+        with self.lock, _current(runtime):
+            self._check(lib.cudnnConvolutionForward(
+                self.handle, plan.alpha, plan.x, _address(x, itemsize), plan.w,
+                _address(weight, itemsize), plan.conv, plan.algo,
+                ctypes.c_void_p(workspace.handle.ptr if workspace else 0), plan.workspace,
+                plan.beta, plan.y, _address(out, itemsize)),
+                "cudnnConvolutionForward")
+            if bias is not None:
+                self._check(lib.cudnnAddTensor(
+                    self.handle, plan.alpha, plan.bias, _address(bias, itemsize), plan.alpha,
+                    plan.y, _address(out, itemsize)), "cudnnAddTensor")
+        runtime.launches += 1 + (bias is not None)
+        return out
+
+    def _plan(self, dtype, spatial, x_shape, w_shape, out_shape, stride, padding, dilation,
+              groups, has_bias) -> _Plan | None:
+        """Descriptors, algorithm and workspace for one shape; None where cuDNN refuses."""
+        if dtype not in _TYPES or not 1 <= spatial <= 3 or min(x_shape + w_shape) == 0 \
+                or min(out_shape) <= 0:
+            return None
+        data, compute, scalar = _TYPES[dtype]
+        if spatial == 1:  # as 2-d with a height of 1: cuDNN's tensors have 4 dims or more
+            x_shape, w_shape, out_shape = (x_shape[:2] + (1,) + x_shape[2:],
+                                           w_shape[:2] + (1,) + w_shape[2:],
+                                           out_shape[:2] + (1,) + out_shape[2:])
+            stride, padding, dilation = (1, *stride), (0, *padding), (1, *dilation)
+        lib, ok = self.lib, 0
+        plan = _Plan()
+        plan.x, plan.y = self._tensor(data, x_shape), self._tensor(data, out_shape)
+        plan.w = ctypes.c_void_p()
+        ok |= lib.cudnnCreateFilterDescriptor(ctypes.byref(plan.w))
+        ok |= lib.cudnnSetFilterNdDescriptor(plan.w, data, _NCHW, len(w_shape), _ints(w_shape))
+        plan.conv = ctypes.c_void_p()
+        ok |= lib.cudnnCreateConvolutionDescriptor(ctypes.byref(plan.conv))
+        ok |= lib.cudnnSetConvolutionNdDescriptor(plan.conv, len(stride), _ints(padding),
+                                                  _ints(stride), _ints(dilation),
+                                                  _CROSS_CORRELATION, compute)
+        ok |= lib.cudnnSetConvolutionGroupCount(plan.conv, groups)
+        if dtype == "float32":  # TF32 only where the user allowed it, as for products
+            math = _DEFAULT_MATH if gemm.tf32_allowed() else _FMA_MATH
+        else:
+            math = _TENSOR_OP_MATH if dtype in ("float16", "bfloat16") else _DEFAULT_MATH
+        ok |= lib.cudnnSetConvolutionMathType(plan.conv, math)
+        if ok or plan.x is None or plan.y is None:
+            return None
+        dims = (ctypes.c_int * len(out_shape))()
+        if lib.cudnnGetConvolutionNdForwardOutputDim(plan.conv, plan.x, plan.w, len(out_shape),
+                                                     dims) or tuple(dims) != out_shape:
+            return None
+        perf, count = (_AlgoPerf * _ALGORITHMS)(), ctypes.c_int()
+        with _current(self.runtime):
+            if lib.cudnnGetConvolutionForwardAlgorithm_v7(
+                    self.handle, plan.x, plan.w, plan.conv, plan.y, _ALGORITHMS,
+                    ctypes.byref(count), perf):
+                return None
+            for choice in perf[:count.value]:
+                size = ctypes.c_size_t()
+                if choice.status == 0 and not lib.cudnnGetConvolutionForwardWorkspaceSize(
+                        self.handle, plan.x, plan.w, plan.conv, plan.y, choice.algo,
+                        ctypes.byref(size)):
+                    plan.algo, plan.workspace = choice.algo, size.value
+                    break
+            else:
+                return None
+        if has_bias:
+            plan.bias = self._tensor(data, (1, out_shape[1]) + (1,) * (len(out_shape) - 2))
+            if plan.bias is None:
+                return None
+        # alpha and beta live as long as the plan; the calls take their addresses.
+        plan.scalars = (scalar(1.0), scalar(0.0))
+        plan.alpha = ctypes.c_void_p(ctypes.addressof(plan.scalars[0]))
+        plan.beta = ctypes.c_void_p(ctypes.addressof(plan.scalars[1]))
+        return plan
+
+    def _tensor(self, data: int, shape: tuple[int, ...]) -> ctypes.c_void_p | None:
+        desc = ctypes.c_void_p()
+        if self.lib.cudnnCreateTensorDescriptor(ctypes.byref(desc)) or \
+                self.lib.cudnnSetTensorNdDescriptor(desc, data, len(shape), _ints(shape),
+                                                    _ints(contiguous_strides(shape))):
+            return None
+        return desc
+
+
+def _address(x: JitTensor, itemsize: int) -> ctypes.c_void_p:
+    return ctypes.c_void_p(x.buffer.handle.ptr + x.offset * itemsize)
+
+
+class _current:
+    """The runtime's device made current for the calls inside (cuDNN runs on the device its
+    handle was made on), at the cost of a check where it already is."""
+
+    __slots__ = ("runtime", "switched")
+
+    def __init__(self, runtime: Any):
+        self.runtime = runtime
+
+    def __enter__(self) -> None:
+        runtime = self.runtime
+        self.switched = _get_device() != runtime.index
+        if self.switched:
+            runtime.cuda_device.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.switched:
+            self.runtime.cuda_device.__exit__(*exc)
