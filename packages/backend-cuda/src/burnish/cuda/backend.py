@@ -3,7 +3,7 @@ kernels of ``burnish.jit``; every op enqueued on the device's stream."""
 
 from __future__ import annotations
 
-from burnish.cuda import gemm
+from burnish.cuda import cudnn, gemm
 from burnish.cuda import runtime as cuda_runtime
 from burnish.cuda.gemm import allow_tf32, tf32_allowed
 from burnish.device import Device
@@ -36,6 +36,10 @@ class CudaBackend(JitBackend):
         if count == 0:
             raise UnsupportedError(f"cuda backend: no NVIDIA GPU is available ({reason})")
         return [(Device(self, "cuda", i), cuda_runtime.CudaRuntime(i)) for i in range(count)]
+
+    def describe_device(self, device: Device) -> str:
+        """The GPU's name and what runs its convolutions (``python -m burnish info``)."""
+        return f"{super().describe_device(device)}; convolutions: {cudnn.summary()}"
 
     def _device_dtypes(self, runtime) -> tuple[DType, ...]:
         return ALL_DTYPES

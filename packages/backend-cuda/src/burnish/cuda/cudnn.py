@@ -72,6 +72,17 @@ def describe() -> str:
     return _where
 
 
+def summary() -> str:
+    """One line for device listings: the cuDNN version used, or what runs instead."""
+    lib = library()
+    if lib is None:
+        return "patch gather and cuBLAS (no cuDNN: " + _where.split(":")[0] + ")"
+    version = lib.cudnnGetVersion()  # 9.19.0 is 91900; 8.9.7 was 8907
+    major = version // 10000 if version >= 90000 else version // 1000
+    minor = version // 100 % 100 if version >= 90000 else version // 100 % 10
+    return f"cuDNN {major}.{minor}.{version % 100}"
+
+
 def _load() -> tuple[Any, str]:
     if os.environ.get("BURNISH_CUDNN", "1").lower() in ("0", "false", "off", "no"):
         return False, "turned off by BURNISH_CUDNN=0"
