@@ -65,6 +65,16 @@ class AutodiffNumericOps(NumericOps):
         return self._record(out, (lhs, rhs), _mul_backward, saved + shapes,
                             (self._inner.mul, lhs, rhs))
 
+    def mul_add(self, x: P, a: P, b: P) -> P:
+        out = self._inner.mul_add(x.inner, a.inner, b.inner)
+        x_node, a_node, b_node = x.node, a.node, b.node
+        if x_node is None and a_node is None and b_node is None:
+            return P(out)
+        shapes = tuple(None if t.node is None else t.shape for t in (x, a, b))
+        saved = (None if x_node is None else a, None if a_node is None else x)
+        return self._record(out, (x, a, b), _mul_add_backward, saved + shapes,
+                            (self._inner.mul_add, x, a, b))
+
     def div(self, lhs: P, rhs: P) -> P:
         out = self._inner.div(lhs.inner, rhs.inner)
         lhs_node, rhs_node = lhs.node, rhs.node
@@ -371,6 +381,12 @@ def _mul_backward(b, dtype, g, rhs, lhs, lhs_shape, rhs_shape):
     lhs_grad = None if lhs_shape is None else unbroadcast(b, b.mul(g, rhs), lhs_shape)
     rhs_grad = None if rhs_shape is None else unbroadcast(b, b.mul(g, lhs), rhs_shape)
     return lhs_grad, rhs_grad
+
+
+def _mul_add_backward(b, dtype, g, a, x, x_shape, a_shape, b_shape):
+    x_grad = None if x_shape is None else unbroadcast(b, b.mul(g, a), x_shape)
+    a_grad = None if a_shape is None else unbroadcast(b, b.mul(g, x), a_shape)
+    return x_grad, a_grad, _reduce(b, g, b_shape)
 
 
 def _div_backward(b, dtype, g, lhs, rhs, lhs_shape, rhs_shape):

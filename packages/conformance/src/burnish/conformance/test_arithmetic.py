@@ -20,6 +20,7 @@ from burnish.conformance.samples import (
     laid_out,
     sample,
 )
+from burnish.errors import DTypeError, ShapeError
 
 BROADCASTS = [
     ((2, 3), (2, 3)),
@@ -304,3 +305,35 @@ def test_bool_with_int_scalar_gives_int64(device):
     x = Tensor.from_data([True, False], device)
     assert_equal(x + 1, np.array([2, 1]), int64)
     assert_equal(x * 0.5, np.array([0.5, 0.0]), float32)
+
+
+MUL_ADD = [((2, 3), (2, 3), (2, 3)), ((2, 3, 4), (1, 3, 1), (1, 3, 1)), ((3, 1), (1, 4), (4,)),
+           ((), (2, 3), ()), ((2, 0, 3), (1, 3), (3,))]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shapes", MUL_ADD, ids=["-".join(ids(s)) for s in MUL_ADD])
+@pytest.mark.parametrize("dtype", NUMERIC, ids=ids(NUMERIC))
+def test_mul_add(device, dtype, shapes, layout):
+    # uint8 stays in range: small non-negative operands.
+    low = 0 if not dtype.signed else -4
+    x, a, b = (sample(shape, dtype, low, 4, key=k) for k, shape in enumerate(shapes))
+    out = laid_out(x, device, dtype, layout).mul_add(laid_out(a, device, dtype, layout),
+                                                     laid_out(b, device, dtype, layout))
+    wide = np.float64 if dtype.is_float else np.int64
+    check(out, x.astype(wide) * a.astype(wide) + b.astype(wide), dtype)
+
+
+def test_mul_add_promotes_and_checks(device):
+    x = Tensor.from_data(np.array([1, 2, 3], np.int64), device)
+    a = Tensor.from_data(np.array([0.5, 0.5, 0.5], np.float32), device)
+    out = x.mul_add(a, Tensor.from_data(np.array([1, 1, 1], np.int64), device))
+    assert out.dtype is float32
+    assert_close(out, [1.5, 2.0, 2.5], float32)
+    with pytest.raises(ShapeError, match=r"\[3\].*\[2\]|\[2\].*\[3\]"):
+        x.mul_add(x, Tensor.from_data(np.array([1, 2], np.int64), device))
+    with pytest.raises(TypeError, match="mul_add: b must be a Tensor"):
+        x.mul_add(x, 2)
+    with pytest.raises(DTypeError, match="bool"):
+        flags = Tensor.from_data(np.array([True, False, True]), device)
+        flags.mul_add(flags, flags)

@@ -101,6 +101,14 @@ def test_binary_broadcast(name, shapes, device):
     check_gradients(BINARY[name], a, b, device=device, key=(name, shapes))
 
 
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3), (2, 3)), ((2, 3, 4), (1, 3, 1), (3, 1)),
+                                    ((3, 1), (), (4,))], ids=str)
+def test_mul_add(shapes, device):
+    x, a, b = (values(shape, key=k) for k, shape in enumerate(shapes))
+    check_gradients(lambda x, a, b: x.mul_add(a, b), x, a, b, device=device,
+                    key=("mul_add", shapes))
+
+
 @pytest.mark.parametrize("shapes", SHAPES[:2], ids=lambda s: f"{s[0]}-{s[1]}")
 def test_remainder(shapes, device):
     # Dividends halfway between multiples of the divisor: the remainder jumps at the multiples.

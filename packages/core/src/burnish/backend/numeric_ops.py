@@ -25,6 +25,11 @@ class NumericOps(ABC):
     def mul(self, lhs: Primitive, rhs: Primitive) -> Primitive:
         """``lhs * rhs``, broadcast."""
 
+    def mul_add(self, x: Primitive, a: Primitive, b: Primitive) -> Primitive:
+        """``x * a + b``, the three broadcast together (Rust's ``mul_add``): one pass where a
+        backend fuses it, as for a BatchNorm's per-channel scale and shift."""
+        return self.add(self.mul(x, a), b)
+
     @abstractmethod
     def div(self, lhs: Primitive, rhs: Primitive) -> Primitive:
         """``lhs / rhs`` for floats; floor division (Python's ``//``) for ints."""

@@ -72,6 +72,20 @@ class ArithmeticMixin:
         """``self * other``, broadcast."""
         return self._binary(other, "mul", "mul", "mul_scalar")
 
+    def mul_add(self, a: Tensor, b: Tensor) -> Tensor:
+        """``self * a + b`` as one op (one kernel on the GPU backends), the three broadcast
+        together; dtypes promote as ``self * a + b`` would (bool is refused)."""
+        for name, operand in (("a", a), ("b", b)):
+            if type(operand) is not _core.Tensor:
+                raise TypeError(f"mul_add: {name} must be a Tensor, got "
+                                f"{type(operand).__name__} (for a scalar, use * and +)")
+            _core.same_device(self, operand, "mul_add")
+        dtype = promote(promote(self._dtype, a._dtype), b._dtype)
+        _no_bool(dtype, "mul_add")
+        broadcast_shapes(broadcast_shapes(self._prim.shape, a._prim.shape), b._prim.shape)
+        x, a, b = (t._prim if t._dtype is dtype else t.cast(dtype)._prim for t in (self, a, b))
+        return _core.make(self._device.backend.mul_add(x, a, b), self._device, dtype)
+
     def div(self, other: Operand) -> Tensor:
         """True division ``self / other``: ints and bools become the default float first."""
         return self._as_float_for(other)._binary(other, "div", "div")

@@ -159,11 +159,11 @@ class BatchNorm(Module):
             self.running_mean = self._moved(self.running_mean, mean.detach().reshape([channels]))
             self.running_var = self._moved(self.running_var, unbiased)
         else:
-            # Per channel first, so that the full-size work is one multiply and one add
-            # (inference is bound by those passes over the activations).
+            # Per channel first, so that the full-size work is one pass, ``x * scale + shift``
+            # (inference is bound by the passes over the activations).
             scale = self.gamma.val() * (self.running_var.val() + self.epsilon).rsqrt()
             shift = self.beta.val() - self.running_mean.val() * scale
-            return x * scale.reshape(shape) + shift.reshape(shape)
+            return x.mul_add(scale.reshape(shape), shift.reshape(shape))
         y = centered * (var + self.epsilon).rsqrt()
         return y * self.gamma.val().reshape(shape) + self.beta.val().reshape(shape)
 

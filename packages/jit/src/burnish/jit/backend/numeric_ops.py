@@ -135,6 +135,9 @@ class JitNumericOps(NumericOps):
     def minimum(self, lhs, rhs):
         return self._binary("minimum", lambda a, b: nan_max(a, b, False), lhs, rhs)
 
+    def mul_add(self, x, a, b):
+        return elementwise("mul_add", lambda v, s: v[0] * v[1] + v[2], [x, a, b], x.dtype)
+
     def clamp(self, x, low, high, dtype):
         def fn(v, s):
             out = v[0]
