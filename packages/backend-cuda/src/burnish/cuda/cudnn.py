@@ -72,6 +72,13 @@ def describe() -> str:
     return _where
 
 
+def refuse(reason: str) -> None:
+    """Stop using cuDNN in this process (a device could not make a handle), saying why."""
+    global _library, _where
+    with _lock:
+        _library, _where = False, f"unusable: {reason}"
+
+
 def summary() -> str:
     """One line for device listings: the cuDNN version used, or what runs instead."""
     lib = library()

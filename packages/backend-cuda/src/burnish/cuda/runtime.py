@@ -156,7 +156,11 @@ class CudaRuntime(Runtime):
             with self._lock:
                 if self._convolutions is None:
                     lib = cudnn.library()
-                    self._convolutions = cudnn.Convolutions(self, lib) if lib else False
+                    try:
+                        self._convolutions = cudnn.Convolutions(self, lib) if lib else False
+                    except cudnn.CudnnError as error:  # loaded, but no handle on this device
+                        cudnn.refuse(str(error))
+                        self._convolutions = False
                 found = self._convolutions
         return found or None
 
