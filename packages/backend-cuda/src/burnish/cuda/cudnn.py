@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from burnish.cuda import gemm
+from burnish.jit.kernels.conv import output_size
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 try:
@@ -182,8 +183,7 @@ class Convolutions:
         when cuDNN does not take it (then nothing was enqueued)."""
         dtype = x.dtype.name
         spatial = x.ndim - 2
-        out_size = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in
-                         zip(x.shape[2:], weight.shape[2:], stride, padding, dilation))
+        out_size = output_size(x.shape[2:], weight.shape[2:], stride, padding, dilation)
         out_shape = (x.shape[0], weight.shape[0], *out_size)
         key = (dtype, x.shape, weight.shape, stride, padding, dilation, groups,
                bias is not None, gemm.tf32_allowed())

@@ -15,7 +15,7 @@ from burnish.dtype import DType, get_dtype
 from burnish.errors import DTypeError
 from burnish.jit import ir, lazy
 from burnish.jit.kernels import random as random_kernels
-from burnish.jit.kernels.elementwise import elementwise
+from burnish.jit.kernels.elementwise import elementwise, plain
 from burnish.jit.runtime import Runtime
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 from burnish.tensor_data import TensorData
@@ -160,9 +160,7 @@ class JitBase(Backend):
 
     def contiguous(self, x: JitTensor) -> JitTensor:
         """``x`` itself when plain, else a plain copy."""
-        if x.is_contiguous():
-            return x
-        return elementwise("copy", lambda v, s: v[0], [x], x.dtype)
+        return plain(x)
 
     # -- creation -------------------------------------------------------------------------------
 

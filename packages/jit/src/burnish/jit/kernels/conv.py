@@ -18,7 +18,7 @@ import math
 
 from burnish.jit import ir
 from burnish.jit.builder import KernelBuilder
-from burnish.jit.kernels.elementwise import WORKGROUP, elementwise
+from burnish.jit.kernels.elementwise import WORKGROUP, plain
 from burnish.jit.kernels.matmul import matmul
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
@@ -35,18 +35,23 @@ IN, OUT, KERNEL, STRIDE, PADDING, X_STRIDE, STEP, CARRY, X_STEP = range(9)
 PER_DIM = 9
 
 
+def output_size(size: Dims, kernel: Dims, stride: Dims, padding: Dims, dilation: Dims) -> Dims:
+    """The spatial size of a convolution's output (zero padding on both sides)."""
+    return tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in
+                 zip(size, kernel, stride, padding, dilation))
+
+
 def conv(x: JitTensor, weight: JitTensor, bias: JitTensor | None, stride: Dims,
          padding: Dims, dilation: Dims, groups: int) -> JitTensor:
     """Cross-correlation of ``x`` ``[batch, in, *size]`` with ``weight`` ``[out, in / groups,
     *kernel]`` (zero padding on both sides), plus ``bias`` ``[out]``."""
     kernel = weight.shape[2:]
-    out_size = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in
-                     zip(x.shape[2:], kernel, stride, padding, dilation))
+    out_size = output_size(x.shape[2:], kernel, stride, padding, dilation)
     out_channels, per_group = weight.shape[0], weight.shape[1]
-    plain = _plain(weight)
-    matrix = plain.view((groups, out_channels // groups, per_group * math.prod(kernel)),
-                        contiguous_strides((groups, out_channels // groups,
-                                            per_group * math.prod(kernel))), plain.offset)
+    flat = plain(weight)
+    matrix = flat.view((groups, out_channels // groups, per_group * math.prod(kernel)),
+                       contiguous_strides((groups, out_channels // groups,
+                                           per_group * math.prod(kernel))), flat.offset)
     return _gemm(x, matrix, bias, groups, kernel, stride, padding, dilation, out_size, False)
 
 
@@ -61,22 +66,16 @@ def conv_transpose(x: JitTensor, weight: JitTensor, bias: JitTensor | None, stri
     in_channels, out_per_group = weight.shape[0], weight.shape[1]
     per_group, taps = in_channels // groups, math.prod(kernel)
     # [in, out / groups, *kernel] as [groups, out / groups, in / groups * taps]: a permuted copy.
-    weight = _plain(weight)
+    weight = plain(weight)
     grouped = (groups, per_group, out_per_group, taps)
     strides = contiguous_strides(grouped)
     swapped = weight.view((groups, out_per_group, per_group, taps),
                           tuple(strides[a] for a in (0, 2, 1, 3)), weight.offset)
-    plain = _plain(swapped)
-    matrix = plain.view((groups, out_per_group, per_group * taps),
-                        contiguous_strides((groups, out_per_group, per_group * taps)),
-                        plain.offset)
+    flat = plain(swapped)
+    matrix = flat.view((groups, out_per_group, per_group * taps),
+                       contiguous_strides((groups, out_per_group, per_group * taps)),
+                       flat.offset)
     return _gemm(x, matrix, bias, groups, kernel, stride, padding, dilation, out_size, True)
-
-
-def _plain(x: JitTensor) -> JitTensor:
-    if x.is_contiguous():
-        return x
-    return elementwise("copy", lambda v, s: v[0], [x], x.dtype)
 
 
 def _gemm(x: JitTensor, matrix: JitTensor, bias: JitTensor | None, groups: int, kernel: Dims,
@@ -96,7 +95,7 @@ def _gemm(x: JitTensor, matrix: JitTensor, bias: JitTensor | None, groups: int, 
     if numel(shape) == 0:
         return out
     if bias is not None:
-        bias = _plain(bias)
+        bias = plain(bias)
     step = max(1, COLUMN_LIMIT // max(1, channels * taps * positions))
     for start in range(0, batch, step):
         count = min(step, batch - start)

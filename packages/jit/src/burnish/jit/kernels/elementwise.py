@@ -43,6 +43,13 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return found
 
 
+def plain(x: JitTensor) -> JitTensor:
+    """``x`` itself when plain (row-major, any offset), else a plain copy."""
+    if x.is_contiguous():
+        return x
+    return elementwise("copy", lambda v, s: v[0], [x], x.dtype)
+
+
 def broadcast_strides(x: JitTensor, shape: tuple[int, ...]) -> tuple[int, ...]:
     """``x``'s strides seen as ``shape`` (missing leading dims and size-1 dims get stride 0)."""
     lead = len(shape) - x.ndim
@@ -81,26 +88,31 @@ _FIELDS = {"f32": "f", "f64": "d", "i64": "q", "i32": "i"}
 
 
 class ScalarPacker:
-    """A launch's ``info`` made from its fixed leading words and scalars of fixed dtypes: one
-    ``struct`` pack per launch where every compute type has a field code, else
-    ``scalar_words`` per scalar (tiny ops are dominated by such bookkeeping)."""
+    """A launch's ``info`` made from fixed leading words, ``head`` words that vary per launch,
+    and scalars of fixed dtypes: one ``struct`` pack per launch where every compute type has a
+    field code, else ``scalar_words`` per scalar (tiny ops are dominated by such
+    bookkeeping)."""
 
     __slots__ = ("prefix", "dtypes", "packer")
 
-    def __init__(self, prefix: Sequence[int], dtypes: Sequence[DType]):
+    def __init__(self, prefix: Sequence[int], dtypes: Sequence[DType], head: int = 0):
         self.prefix = np.asarray(prefix, dtype=np.int32).tobytes()
         self.dtypes = tuple(dtypes)
         codes = [_FIELDS.get(ir.compute_type(d)) for d in self.dtypes]
-        self.packer = struct.Struct("<" + "".join(codes)) if all(codes) else None
+        self.packer = struct.Struct("<" + "i" * head + "".join(codes)) if all(codes) else None
 
-    def info(self, values: Sequence[object]) -> np.ndarray:
-        """The int32 words: the prefix, then each value as ``scalar_words`` gives it."""
+    def info(self, values: Sequence[object], head: Sequence[int] = ()) -> np.ndarray:
+        """The int32 words: the prefix, ``head``, then each value as ``scalar_words`` gives
+        it."""
         if self.packer is not None:
             try:  # struct rounds as NumPy does; out-of-range values take the path below
-                return np.frombuffer(self.prefix + self.packer.pack(*values), dtype=np.int32)
+                data = self.packer.pack(*head, *values)
+                return np.frombuffer(self.prefix + data, dtype=np.int32)
             except (OverflowError, struct.error):
                 pass
-        words = [w for value, dtype in zip(values, self.dtypes) for w in scalar_words(value, dtype)]
+        words = list(head)
+        for value, dtype in zip(values, self.dtypes):
+            words += scalar_words(value, dtype)
         return np.frombuffer(self.prefix + np.asarray(words, dtype=np.int32).tobytes(),
                              dtype=np.int32)
 

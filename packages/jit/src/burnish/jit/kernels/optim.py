@@ -4,18 +4,9 @@ gradient and its moments once and writes the new three (a dozen elementwise laun
 
 from __future__ import annotations
 
-import struct
-
-import numpy as np
-
 from burnish.jit import ir
 from burnish.jit.builder import KernelBuilder
-from burnish.jit.kernels.elementwise import (
-    WORKGROUP,
-    elementwise,
-    info_scalar,
-    scalar_words,
-)
+from burnish.jit.kernels.elementwise import WORKGROUP, ScalarPacker, info_scalar, plain
 from burnish.jit.runtime import MAX_GROUPS_X
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
@@ -29,8 +20,9 @@ def adam_step(value: JitTensor, grad: JitTensor, moment_1: JitTensor, moment_2: 
     """``burnish.backend.OptimOps.adam_step`` in one kernel: new ``(value, m, v)``, computed
     in the dtype's compute type and rounded once each."""
     runtime, dtype, shape, device = value.runtime, value.dtype, value.shape, value.device
-    plain = contiguous_strides(shape)
-    inputs = [x if x.strides == plain else _plain(x) for x in (value, grad, moment_1, moment_2)]
+    row_major = contiguous_strides(shape)
+    inputs = [x if x.strides == row_major else plain(x)
+              for x in (value, grad, moment_1, moment_2)]
     n = numel(shape)
     nbytes = n * runtime.generator.storage_numpy(dtype.name).itemsize
     pool = runtime.pool
@@ -39,8 +31,11 @@ def adam_step(value: JitTensor, grad: JitTensor, moment_1: JitTensor, moment_2: 
             JitTensor(pool.alloc(nbytes), shape, dtype, device, runtime))
     if n == 0:
         return outs
-    info = _info(dtype, [n] + [x.offset for x in inputs],
-                 (beta_1, 1.0 - beta_1, beta_2, 1.0 - beta_2, epsilon, -step_size))
+    packer = _PACKERS.get(dtype)
+    if packer is None:
+        packer = _PACKERS[dtype] = ScalarPacker((), [dtype] * 6, head=5)
+    info = packer.info((beta_1, 1.0 - beta_1, beta_2, 1.0 - beta_2, epsilon, -step_size),
+                       (n, *[x.offset for x in inputs]))
     compiled = runtime.kernel(("adam_step", dtype.name), lambda: _adam_kernel(dtype))[0]
     groups = -(-n // WORKGROUP)
     gx = min(groups, MAX_GROUPS_X)
@@ -50,24 +45,8 @@ def adam_step(value: JitTensor, grad: JitTensor, moment_1: JitTensor, moment_2: 
     return outs
 
 
-# The launch's info in one pack: the count and offsets, then the six scalars as the words
-# ``info_scalar`` reads back.
-_PACKED = {"f32": struct.Struct("<5i6f"), "f64": struct.Struct("<5i6d")}
-
-
-def _info(dtype, head: list[int], scalars: tuple[float, ...]) -> np.ndarray:
-    try:
-        data = _PACKED[ir.compute_type(dtype)].pack(*head, *scalars)
-    except (OverflowError, struct.error):  # beyond float32: NumPy's rounding, as elsewhere
-        words = head + [word for scalar in scalars for word in scalar_words(scalar, dtype)]
-        return np.asarray(words, dtype=np.int32)
-    return np.frombuffer(data, dtype=np.int32)
-
-
-def _plain(x: JitTensor) -> JitTensor:
-    if x.is_contiguous():
-        return x
-    return elementwise("copy", lambda v, s: v[0], [x], x.dtype)
+#: Per dtype: the launch's info in one pack, the count and offsets, then the six scalars.
+_PACKERS: dict = {}
 
 
 def _adam_kernel(dtype) -> ir.Kernel:
