@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -93,6 +95,41 @@ def test_the_pool_gives_memory_back_beyond_its_limit():
     assert stats["free_bytes"] <= 4096
     assert runtime.freed, "nothing was given back to the API"
     assert stats["allocated_bytes"] == 8192 - 1024 * len(runtime.freed)
+
+
+def test_threads_taking_and_returning_buffers_never_share_one():
+    # The pool's per-op path takes no lock: a buffer must still go to one holder at a time,
+    # and the books must balance once everything is returned.
+    runtime = CountingRuntime()
+    pool = BufferPool(runtime, limit=1 << 40)
+    in_use: set[int] = set()
+    clashes = []
+
+    def work():
+        for i in range(3000):
+            held = [pool.alloc(256 * (1 + i % 3)) for _ in range(3)]
+            for buffer in held:
+                key = id(buffer.handle)
+                if key in in_use:
+                    clashes.append(key)
+                in_use.add(key)
+            for buffer in held:
+                in_use.discard(id(buffer.handle))
+            del held, buffer
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(previous)
+    assert not clashes
+    stats = pool.stats()
+    assert stats["free_bytes"] == stats["allocated_bytes"] == sum(runtime.allocations)
 
 
 def _kernel(name: str = "copy") -> ir.Kernel:

@@ -49,6 +49,9 @@ class _Recording(threading.local):
 
 
 _state = _Recording()
+#: This thread's recording state: ``RECORDING.depth > 0`` is ``recording()`` without the call
+#: (for the per-op paths).
+RECORDING = _state
 
 
 class Node:

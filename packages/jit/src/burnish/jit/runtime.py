@@ -167,12 +167,21 @@ class BufferPool:
     """Free device buffers by size class, reused before the API is asked for new memory.
 
     ``limit`` bounds the bytes kept free; beyond it the oldest free buffers go back to the API.
+
+    Taking and returning a buffer happens on every op, so that path takes no lock: each free
+    list is only ever changed by one ``pop`` or ``append`` at a time, which are atomic, and an
+    empty list found by a racing thread sends it to the API like a miss. ``free_bytes`` is kept
+    without a lock too (under the GIL an ``int`` update is not interrupted); trimming, which
+    walks every list, holds the lock.
     """
 
     def __init__(self, runtime: Runtime, limit: int = 1 << 30):
         self.runtime = runtime
         self.limit = limit
         self._free: dict[int, list[Any]] = {}
+        # Request size -> size class, for the sizes seen (bounded): a dict lookup per op
+        # instead of the arithmetic.
+        self._classes: dict[int, int] = {}
         # Every handle the pool made, by id: a handle is always reachable from here, so the
         # garbage collector never finalizes one (wgpu-py releases buffers in __del__) in the
         # same pass where its DeviceBuffer hands it back.
@@ -182,27 +191,47 @@ class BufferPool:
         self._lock = threading.Lock()
 
     def alloc(self, nbytes: int) -> DeviceBuffer:
-        size = size_class(nbytes)
-        with self._lock:
-            bucket = self._free.get(size)
-            if bucket:
+        size = self._classes.get(nbytes)
+        if size is None:
+            size = size_class(nbytes)
+            if len(self._classes) >= 4096:
+                self._classes.clear()
+            self._classes[nbytes] = size
+        bucket = self._free.get(size)
+        if bucket:
+            try:
+                handle = bucket.pop()
+            except IndexError:  # another thread took the last one
+                pass
+            else:
                 self._free_bytes -= size
-                return DeviceBuffer(self, bucket.pop(), size)
+                return DeviceBuffer(self, handle, size)
         handle = self.runtime.allocate(size)
-        self._handles[id(handle)] = handle
-        self.allocated_bytes += size
+        with self._lock:
+            self._handles[id(handle)] = handle
+            self.allocated_bytes += size
         return DeviceBuffer(self, handle, size)
 
     def give_back(self, handle: Any, nbytes: int) -> None:
+        bucket = self._free.get(nbytes)
+        if bucket is None:
+            bucket = self._free.setdefault(nbytes, [])
+        bucket.append(handle)
+        self._free_bytes += nbytes
+        if self._free_bytes > self.limit:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Gives the largest free buffers back to the API until half the limit is free."""
+        victims = []
         with self._lock:
-            self._free.setdefault(nbytes, []).append(handle)
-            self._free_bytes += nbytes
-            if self._free_bytes <= self.limit:
-                return
-            victims = []
             for size in sorted(self._free, reverse=True):
-                while self._free[size] and self._free_bytes > self.limit // 2:
-                    victim = self._free[size].pop(0)
+                bucket = self._free[size]
+                while bucket and self._free_bytes > self.limit // 2:
+                    try:
+                        victim = bucket.pop(0)
+                    except IndexError:
+                        break
                     del self._handles[id(victim)]
                     victims.append(victim)
                     self._free_bytes -= size

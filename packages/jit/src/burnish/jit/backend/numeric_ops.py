@@ -46,6 +46,15 @@ _ARITHMETIC = {
 }
 
 
+def _pairwise(fn):
+    """The kernel body ``fn(values[0], values[1])``."""
+    return lambda v, s: fn(v[0], v[1])
+
+
+# Made once: add, sub and mul are the most frequent ops there are.
+_PAIRWISE = {name: _pairwise(fn) for name, fn in _ARITHMETIC.items()}
+
+
 class JitNumericOps(NumericOps):
     """Arithmetic and comparisons; scalar forms pass the scalar in the launch's metadata."""
 
@@ -59,13 +68,13 @@ class JitNumericOps(NumericOps):
                            scalars=[(value, x.dtype)])
 
     def add(self, lhs, rhs):
-        return self._binary("add", _ARITHMETIC["add"], lhs, rhs)
+        return elementwise("add", _PAIRWISE["add"], [lhs, rhs], lhs.dtype)
 
     def sub(self, lhs, rhs):
-        return self._binary("sub", _ARITHMETIC["sub"], lhs, rhs)
+        return elementwise("sub", _PAIRWISE["sub"], [lhs, rhs], lhs.dtype)
 
     def mul(self, lhs, rhs):
-        return self._binary("mul", _ARITHMETIC["mul"], lhs, rhs)
+        return elementwise("mul", _PAIRWISE["mul"], [lhs, rhs], lhs.dtype)
 
     def div(self, lhs, rhs):
         if lhs.dtype.is_float:

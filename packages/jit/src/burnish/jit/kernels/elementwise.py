@@ -22,6 +22,7 @@ from burnish.jit.runtime import MAX_GROUPS_X
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 WORKGROUP = 256
+_LAZY = lazy.RECORDING
 
 
 _BROADCAST: dict[tuple, tuple[int, ...]] = {}
@@ -174,7 +175,7 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
     one kernel per dtypes and layout class."""
     first = inputs[0] if inputs else out
     runtime = first.runtime
-    if out is None and lazy.recording():
+    if out is None and _LAZY.depth:  # lazy.recording(), without the call: this runs per op
         if shape is None:
             shape = first.shape
             for x in inputs:
@@ -185,11 +186,15 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
             return lazy.record(op, fn, inputs, out_dtype, scalars, tuple(shape), runtime,
                                first.device)
     # The generator is part of it: storage sizes differ by language (bfloat16 is 4 bytes in WGSL).
-    # A list, not a generator: this runs on every op.
-    signature = (runtime.generator, op, out_dtype, shape,
-                 tuple([d for _, d in scalars]) if scalars else (),
-                 tuple([(x.dtype, x.shape, x.strides, x.offset) for x in inputs]),
-                 out.offset if out is not None else 0)
+    # Built with plain loops (a comprehension is a function call in Python 3.11): this runs on
+    # every op.
+    signature = [runtime.generator, op, out_dtype, shape,
+                 out.offset if out is not None else 0]
+    for value in scalars:
+        signature.append(value[1])
+    for x in inputs:
+        signature += (x.dtype, x.shape, x.strides, x.offset)
+    signature = tuple(signature)
     plan = _PLANS.get(signature)
     if plan is None:
         plan = _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime)
