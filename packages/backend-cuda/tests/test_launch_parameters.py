@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from burnish.cuda.runtime import LaunchParameters
+from burnish.cuda.runtime import CudaHandle, LaunchParameters
 from burnish.jit.codegen.c import CUDA_INFO_WORDS
 
 
@@ -59,3 +59,16 @@ def test_threads_fill_their_own_blocks():
     a = first.fill([11], np.array([1], np.int32))
     b = second.fill([22], np.array([2], np.int32))
     assert _read(a, 1) == ([11], _expect([1])) and _read(b, 1) == ([22], _expect([2]))
+
+
+def test_pool_handles_are_their_addresses_and_hold_the_allocation():
+    class Allocation:  # what CuPy's allocator returns, as far as a handle uses it
+        ptr = 0x7F00_0000_1000
+
+    allocation = Allocation()
+    handle = CudaHandle(allocation)
+    assert handle == handle.ptr == 0x7F00_0000_1000 and type(handle.ptr) is int
+    assert handle.memory is allocation
+    parameters = LaunchParameters()
+    addresses, _ = _read(parameters.fill([handle], np.array([1], np.int32)), 1)
+    assert addresses == [0x7F00_0000_1000]

@@ -27,6 +27,20 @@ else:
     _current_device = cp.cuda.runtime.getDevice
 
 
+class CudaHandle(int):
+    """A pool buffer's handle: its device address, as an ``int`` (launches pack it as it is),
+    holding CuPy's allocation (``memory``) alive."""
+
+    def __new__(cls, memory: Any) -> CudaHandle:
+        handle = super().__new__(cls, memory.ptr)
+        handle.memory = memory
+        return handle
+
+    @property
+    def ptr(self) -> int:
+        return int(self)
+
+
 class LaunchParameters:
     """The host memory a launch's parameters are read from: each buffer's device address, then
     ``info`` as the kernels' by-value ``BurnishInfo`` struct, and per buffer count the table of
@@ -100,7 +114,7 @@ class CudaRuntime(Runtime):
 
     def allocate(self, nbytes: int) -> Any:
         with self.cuda_device:
-            return cp.cuda.alloc(max(nbytes, 16))
+            return CudaHandle(cp.cuda.alloc(max(nbytes, 16)))
 
     def free(self, handle: Any) -> None:
         del handle  # back to CuPy's memory pool when the last reference goes
@@ -110,13 +124,14 @@ class CudaRuntime(Runtime):
         if data.nbytes:
             with self.cuda_device:
                 # From pageable memory the copy is staged before this returns: data may go.
-                (handle + offset).copy_from_host_async(data.ctypes.data, data.nbytes,
+                (handle.memory + offset).copy_from_host_async(data.ctypes.data, data.nbytes,
                                                        self.stream)
 
     def copy(self, src: Any, src_offset: int, dst: Any, dst_offset: int, nbytes: int) -> None:
         if nbytes:
             with self.cuda_device:
-                (dst + dst_offset).copy_from_device_async(src + src_offset, nbytes, self.stream)
+                (dst.memory + dst_offset).copy_from_device_async(src.memory + src_offset, nbytes,
+                                                                 self.stream)
 
     def read(self, items: Sequence[tuple[Any, int, int]]) -> list[bytes]:
         hosts = []
@@ -124,7 +139,8 @@ class CudaRuntime(Runtime):
             for handle, offset, nbytes in items:
                 host = np.empty(nbytes, dtype=np.uint8)
                 if nbytes:
-                    (handle + offset).copy_to_host_async(host.ctypes.data, nbytes, self.stream)
+                    (handle.memory + offset).copy_to_host_async(host.ctypes.data, nbytes,
+                                                                self.stream)
                 hosts.append(host)
             self.stream.synchronize()
         return [h.tobytes() for h in hosts]
@@ -147,7 +163,7 @@ class CudaRuntime(Runtime):
             parameters = self._thread.parameters
         except AttributeError:  # this thread's first launch on this device
             parameters = self._bind_thread()
-        table = parameters.fill([h.ptr for h in handles], info)
+        table = parameters.fill(handles, info)  # CudaHandles: addresses already
         if _current_device() == self.index:
             _launch(function, *groups, *workgroup, 0, self.stream_ptr, table, 0)
         else:
@@ -187,5 +203,5 @@ class CudaRuntime(Runtime):
     def as_cupy(self, handle: Any, offset_bytes: int, shape: tuple[int, ...],
                 strides_bytes: tuple[int, ...], dtype: np.dtype) -> Any:
         """A CuPy array viewing a buffer (for cuBLAS and CuPy routines)."""
-        memptr = handle + offset_bytes
+        memptr = handle.memory + offset_bytes
         return cp.ndarray(shape, dtype=dtype, memptr=memptr, strides=strides_bytes)
