@@ -189,7 +189,7 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
     # Built with plain loops (a comprehension is a function call in Python 3.11): this runs on
     # every op.
     signature = [runtime.generator, op, out_dtype, shape,
-                 out.offset if out is not None else 0]
+                 out.offset if out is not None else 0, len(scalars)]
     for value in scalars:
         signature.append(value[1])
     for x in inputs:
