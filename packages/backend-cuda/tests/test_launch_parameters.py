@@ -35,6 +35,17 @@ def test_addresses_and_info_are_where_the_table_points():
     assert addresses == [5] and words == _expect([4])
 
 
+def test_the_same_info_array_again_is_not_copied_but_still_read():
+    parameters = LaunchParameters()
+    plan_info, other = np.array([3, 4], np.int32), np.array([9, 9, 9], np.int32)
+    assert _read(parameters.fill([1], plan_info), 1)[1] == _expect([3, 4])
+    assert _read(parameters.fill([2], plan_info), 1) == ([2], _expect([3, 4]))
+    # Another launch between two of the same op: the block holds the other's words, so the
+    # op's are written again.
+    assert _read(parameters.fill([3], other), 1)[1] == _expect([9, 9, 9])
+    assert _read(parameters.fill([4], plan_info), 1) == ([4], _expect([3, 4]))
+
+
 @pytest.mark.parametrize("info", [[1, 2, 3], np.arange(3, dtype=np.int64),
                                   np.arange(6, dtype=np.int32)[::2]])
 def test_info_that_is_not_a_plain_int32_array_is_converted(info):
@@ -72,3 +83,10 @@ def test_pool_handles_are_their_addresses_and_hold_the_allocation():
     parameters = LaunchParameters()
     addresses, _ = _read(parameters.fill([handle], np.array([1], np.int32)), 1)
     assert addresses == [0x7F00_0000_1000]
+
+
+def test_more_info_words_than_a_launch_carries_is_refused_by_name():
+    parameters = LaunchParameters()
+    with pytest.raises(ValueError, match=f"{CUDA_INFO_WORDS + 1} words, more than the "
+                                         f"{CUDA_INFO_WORDS}"):
+        parameters.fill([1], np.zeros(CUDA_INFO_WORDS + 1, np.int32))

@@ -61,13 +61,15 @@ class LaunchParameters:
         self.base = ctypes.addressof(self._pinned)
         self.words = memoryview(self.block)[buffers * 8:].cast("i")
         self.used = 0  # words of info that may be non-zero
+        self.info: Any = None  # the info array last written (held: its id stays its own)
         # Per buffer count: the pack of the addresses, and the pointer table (kept alive here).
         self.tables: dict[int, tuple[struct.Struct, np.ndarray, int]] = {}
 
-    def fill(self, pointers: list[int], info: np.ndarray) -> int:
-        """Writes a launch's parameters (``info``: int32 words); returns the address of its
-        pointer table."""
-        count, used = len(pointers), len(info)
+    def fill(self, pointers: Sequence[int], info: np.ndarray) -> int:
+        """Writes a launch's parameters (``info``: int32 words, not changed after the call);
+        returns the address of its pointer table. ``info`` is copied only when it is not the
+        array the block already holds (a repeated op passes its plan's array again)."""
+        count = len(pointers)
         if count > self.capacity:
             self._allocate(max(count, 2 * self.capacity))
         entry = self.tables.get(count)
@@ -77,7 +79,15 @@ class LaunchParameters:
                              dtype=np.uint64)
             entry = self.tables[count] = (struct.Struct(f"<{count}Q"), table, table.ctypes.data)
         entry[0].pack_into(self.block, 0, *pointers)
-        words = self.words
+        if info is not self.info:
+            self._write_info(info)
+        return entry[2]
+
+    def _write_info(self, info: np.ndarray) -> None:
+        words, used = self.words, len(info)
+        if used > CUDA_INFO_WORDS:
+            raise ValueError(f"cuda: a launch's metadata has {used} words, more than the "
+                             f"{CUDA_INFO_WORDS} a CUDA launch carries")
         try:
             words[:used] = info
         except (TypeError, ValueError):  # not a plain int32 array: a list, another dtype
@@ -86,7 +96,7 @@ class LaunchParameters:
         if self.used > used:
             words[used:self.used] = self._zeros[:self.used - used]
         self.used = used
-        return entry[2]
+        self.info = info
 
 
 class CudaRuntime(Runtime):
@@ -156,9 +166,6 @@ class CudaRuntime(Runtime):
                  groups: tuple[int, int, int]) -> None:
         function, workgroup, _ = compiled
         self.launches += 1
-        if len(info) > CUDA_INFO_WORDS:
-            raise ValueError(f"cuda: a launch's metadata has {len(info)} words, more than the "
-                             f"{CUDA_INFO_WORDS} a CUDA launch carries")
         try:
             parameters = self._thread.parameters
         except AttributeError:  # this thread's first launch on this device

@@ -18,6 +18,8 @@ import numpy as np
 from burnish.jit import ir
 from burnish.jit.codegen.base import Generator
 
+_new = object.__new__
+
 #: Launches are split into at most this many workgroups along x (WebGPU's and CUDA's limit on y).
 MAX_GROUPS_X = 65535
 
@@ -148,9 +150,18 @@ class DeviceBuffer:
         self.nbytes = nbytes
 
     def __del__(self) -> None:
+        # Back to the pool's free list (the pool's per-op path, kept in one frame: see
+        # BufferPool).
         pool = self.pool
         if pool is not None:
-            pool.give_back(self.handle, self.nbytes)
+            nbytes = self.nbytes
+            bucket = pool._free.get(nbytes)
+            if bucket is None:
+                bucket = pool._free.setdefault(nbytes, [])
+            bucket.append(self.handle)
+            pool._free_bytes += nbytes
+            if pool._free_bytes > pool.limit:
+                pool._trim()
 
 
 def size_class(nbytes: int) -> int:
@@ -197,6 +208,7 @@ class BufferPool:
             if len(self._classes) >= 4096:
                 self._classes.clear()
             self._classes[nbytes] = size
+        handle = None
         bucket = self._free.get(size)
         if bucket:
             try:
@@ -205,21 +217,15 @@ class BufferPool:
                 pass
             else:
                 self._free_bytes -= size
-                return DeviceBuffer(self, handle, size)
-        handle = self.runtime.allocate(size)
-        with self._lock:
-            self._handles[id(handle)] = handle
-            self.allocated_bytes += size
-        return DeviceBuffer(self, handle, size)
-
-    def give_back(self, handle: Any, nbytes: int) -> None:
-        bucket = self._free.get(nbytes)
-        if bucket is None:
-            bucket = self._free.setdefault(nbytes, [])
-        bucket.append(handle)
-        self._free_bytes += nbytes
-        if self._free_bytes > self.limit:
-            self._trim()
+        if handle is None:
+            handle = self.runtime.allocate(size)
+            with self._lock:
+                self._handles[id(handle)] = handle
+                self.allocated_bytes += size
+        # DeviceBuffer(self, handle, size) without the call of its __init__.
+        buffer = _new(DeviceBuffer)
+        buffer.pool, buffer.handle, buffer.nbytes = self, handle, size
+        return buffer
 
     def _trim(self) -> None:
         """Gives the largest free buffers back to the API until half the limit is free."""

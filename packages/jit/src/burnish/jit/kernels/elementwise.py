@@ -23,6 +23,7 @@ from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 WORKGROUP = 256
 _LAZY = lazy.RECORDING
+_new = object.__new__
 
 
 _BROADCAST: dict[tuple, tuple[int, ...]] = {}
@@ -202,8 +203,12 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
             _PLANS.clear()
         _PLANS[signature] = plan
     if out is None:
-        out = JitTensor(runtime.pool.alloc(plan.out_nbytes), plan.shape, out_dtype, first.device,
-                        runtime, plan.strides)
+        # JitTensor(buffer, plan.shape, out_dtype, device, runtime, plan.strides), without the
+        # call of its __init__ (the plan's shape and strides are tuples already).
+        out = _new(JitTensor)
+        out.buffer, out.shape, out.strides, out.offset = (runtime.pool.alloc(plan.out_nbytes),
+                                                          plan.shape, plan.strides, 0)
+        out.dtype, out.device, out.runtime = out_dtype, first.device, runtime
     if plan.n == 0:
         return out
     info = plan.info
@@ -254,6 +259,7 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
     for value, dtype in scalars:
         info += scalar_words(value, dtype)
     plan.info = np.asarray(info, dtype=np.int32)
+    plan.info.flags.writeable = False  # launches may keep it by identity (cuda does)
     groups = -(-max(n, 1) // WORKGROUP)
     gx = min(groups, MAX_GROUPS_X)
     plan.groups = (gx, -(-groups // gx), 1)
