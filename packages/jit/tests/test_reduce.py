@@ -104,6 +104,7 @@ def test_autotune_picks_a_strategy_and_remembers_it(jit_backend, tmp_path, monke
     monkeypatch.setenv("BURNISH_CACHE_DIR", str(tmp_path))
     autotune.set_enabled(True)
     autotune._memory.clear()
+    reduce_kernels._PLANS.clear()
     try:
         a = np.arange(300 * 200, dtype=np.int32).reshape(300, 200) % 7
         x = _put(jit_backend, a, int32)
@@ -123,12 +124,13 @@ def test_without_tuning_the_heuristic_decides(jit_backend, tmp_path, monkeypatch
     monkeypatch.setenv("BURNISH_CACHE_DIR", str(tmp_path))  # no choice remembered
     autotune.set_enabled(False)
     autotune._memory.clear()
+    reduce_kernels._PLANS.clear()  # no plan remembered either
     chosen = []
     real = reduce_kernels._run
 
-    def spy(op, x, out_shape, kept, red, n_out, n_red, strategy):
+    def spy(op, x, out_shape, kept, red, n_out, n_red, strategy, plan_as=None):
         chosen.append(strategy)
-        return real(op, x, out_shape, kept, red, n_out, n_red, strategy)
+        return real(op, x, out_shape, kept, red, n_out, n_red, strategy, plan_as)
 
     monkeypatch.setattr(reduce_kernels, "_run", spy)
     try:
@@ -139,6 +141,31 @@ def test_without_tuning_the_heuristic_decides(jit_backend, tmp_path, monkeypatch
         autotune.set_enabled(None)
         autotune._memory.clear()
     assert chosen == ["loop", "tree"]
+
+
+def test_a_repeated_reduction_replays_its_plan(jit_backend, monkeypatch):
+    # The second call of one signature launches what the first planned (no layout work, no
+    # metadata built) and still reads its own input; another offset is another plan.
+    reduce_kernels._PLANS.clear()
+    planned = []
+    real = reduce_kernels._run
+
+    def spy(op, *args):
+        planned.append(op)
+        return real(op, *args)
+
+    monkeypatch.setattr(reduce_kernels, "_run", spy)
+    a, b = np.arange(24, dtype=np.float32).reshape(4, 6), np.ones((4, 6), np.float32)
+    for values in (a, b, a * 2):
+        x = _put(jit_backend, values, float32)
+        np.testing.assert_allclose(_get(jit_backend, reduce("sum", x, 0, "tree")[0]),
+                                   values.sum(0, keepdims=True))
+    assert planned == ["sum"]
+    x = _put(jit_backend, np.concatenate([b.ravel(), a.ravel()]), float32)
+    view = x.view((4, 6), (6, 1), 24)  # the second half: same shape and strides, offset 24
+    np.testing.assert_allclose(_get(jit_backend, reduce("sum", view, 0, "tree")[0]),
+                               a.sum(0, keepdims=True))
+    assert planned == ["sum", "sum"]
 
 
 def test_new_shapes_compile_nothing(jit_backend):

@@ -126,17 +126,26 @@ class Runtime(ABC):
         """The generated source of a compiled kernel (for users who want to look)."""
         return self._kernels[key][2]
 
-    def launch(self, key: Any, build, buffers: Sequence[DeviceBuffer], info: Sequence[int],
-               invocations: int | None = None, groups: int | None = None) -> None:
-        """Compile (once) and enqueue a kernel over ``invocations`` (rounded up to whole
-        workgroups) or over ``groups`` workgroups, split across x and y when there are many."""
+    def prepare(self, key: Any, build, info: Sequence[int], invocations: int | None = None,
+                groups: int | None = None) -> tuple[Any, np.ndarray, tuple[int, int, int]]:
+        """What ``launch`` hands to ``dispatch``: the compiled kernel (compiled once), the
+        metadata as int32 words and the grid, for callers that keep them to launch again."""
         compiled, kernel = self.kernel(key, build)
         if groups is None:
             groups = -(-max(invocations or 0, 1) // kernel.workgroup[0])
         gx = min(groups, MAX_GROUPS_X)
-        gy = -(-groups // gx)
         meta = np.asarray(info if len(info) else [0], dtype=np.int32)
-        self.dispatch(compiled, [b.handle for b in buffers], meta, (gx, gy, 1))
+        return compiled, meta, (gx, -(-groups // gx), 1)
+
+    def launch(self, key: Any, build, buffers: Sequence[DeviceBuffer], info: Sequence[int],
+               invocations: int | None = None, groups: int | None = None
+               ) -> tuple[Any, np.ndarray, tuple[int, int, int]]:
+        """Compile (once) and enqueue a kernel over ``invocations`` (rounded up to whole
+        workgroups) or over ``groups`` workgroups, split across x and y when there are many.
+        Returns what ``prepare`` gives, as launched."""
+        prepared = self.prepare(key, build, info, invocations, groups)
+        self.dispatch(prepared[0], [b.handle for b in buffers], prepared[1], prepared[2])
+        return prepared
 
 
 class DeviceBuffer:

@@ -285,7 +285,9 @@ def _out_dtypes(op: str, dtype: DType) -> tuple[DType, ...]:
 def _launch(op: str, src: JitTensor, extra: JitTensor | None, outs: Sequence[JitTensor],
             kept: tuple[list[int], list[int]], red: tuple[list[int], list[int]],
             n_out: int, n_red: int, count: int, strategy: str, stage: str,
-            chunks: int = 1, chunk: int = 0) -> None:
+            chunks: int = 1, chunk: int = 0) -> tuple:
+    """One launch of a reduction kernel; returns ``Runtime.launch``'s (compiled kernel,
+    metadata, grid)."""
     runtime = src.runtime
     out_names = tuple(o.dtype.name for o in outs)
     key = ("reduce", op, src.dtype.name, out_names, len(kept[0]), len(red[0]), strategy, stage)
@@ -297,9 +299,8 @@ def _launch(op: str, src: JitTensor, extra: JitTensor | None, outs: Sequence[Jit
 
     buffers = [o.buffer for o in outs] + [src.buffer] + ([extra.buffer] if extra else [])
     if strategy == "loop":
-        runtime.launch(key, build, buffers, info, invocations=n_out)
-    else:
-        runtime.launch(key, build, buffers, info, groups=n_out * chunks)
+        return runtime.launch(key, build, buffers, info, invocations=n_out)
+    return runtime.launch(key, build, buffers, info, groups=n_out * chunks)
 
 
 def _alloc(like: JitTensor, shape: tuple[int, ...], dtype: DType) -> JitTensor:
@@ -310,15 +311,22 @@ def _alloc(like: JitTensor, shape: tuple[int, ...], dtype: DType) -> JitTensor:
 
 
 def _run(op: str, x: JitTensor, out_shape: tuple[int, ...], kept, red, n_out: int, n_red: int,
-         strategy: str) -> list[JitTensor]:
+         strategy: str, plan_as: tuple | None = None) -> list[JitTensor]:
+    """Computes the reduction; with ``plan_as``, a reduction done in one launch is remembered
+    under that signature, to be launched again without the planning (``_replay``)."""
     outs = [_alloc(x, out_shape, d) for d in _out_dtypes(op, x.dtype)]
-    if strategy == "loop" and n_red <= MAX_ITERATIONS:
-        _launch(op, x, None, outs, kept, red, n_out, n_red, n_red, "loop", "final")
+    single = strategy == "loop" and n_red <= MAX_ITERATIONS
+    if single or _chunks(n_out, n_red) == 1:
+        launched = _launch(op, x, None, outs, kept, red, n_out, n_red, n_red,
+                           "loop" if single else "tree", "final")
+        if plan_as is not None:
+            launched[1].flags.writeable = False  # launches may keep it by identity (cuda does)
+            if len(_PLANS) >= _PLAN_LIMIT:
+                _PLANS.clear()
+            _PLANS[plan_as] = (x.runtime, out_shape, [(o.dtype, o.buffer.nbytes) for o in outs],
+                               *launched)
         return outs
     chunks = _chunks(n_out, n_red)
-    if chunks == 1:
-        _launch(op, x, None, outs, kept, red, n_out, n_red, n_red, "tree", "final")
-        return outs
     # Two passes: per-chunk states, then one workgroup per output combines its chunks.
     acc = _Accumulator(op, ir.compute_type(x.dtype))
     chunk = -(-n_red // chunks)
@@ -357,6 +365,10 @@ def reduce(op: str, x: JitTensor, dim: int | None, strategy: str | None = None
     the tuned choice (reduced runs longer than ``MAX_ITERATIONS`` always take ``tree``)."""
     if op not in _OPS:
         raise ValueError(f"unknown reduction {op!r}")
+    signature = (x.runtime.generator, op, x.dtype, x.shape, x.strides, x.offset, dim, strategy)
+    plan = _PLANS.get(signature)
+    if plan is not None and plan[0] is x.runtime:
+        return _replay(plan, x)
     if dim is None:
         out_shape: tuple[int, ...] = ()
         kept = ([], [])
@@ -376,9 +388,29 @@ def reduce(op: str, x: JitTensor, dim: int | None, strategy: str | None = None
         red = (red_shape, red_strides)
     if n_out == 0:
         return [_alloc(x, out_shape, d) for d in _out_dtypes(op, x.dtype)]
+    # The plan may skip the tuned choice from then on: only once it is final (given, forced by
+    # the size, or left to a tuner that times or remembers).
+    final = strategy is not None or n_red <= 1 or n_red > MAX_ITERATIONS or autotune.enabled()
     if strategy is None:
         strategy = _choose(op, x, out_shape, kept, red, n_out, n_red)
-    return _run(op, x, out_shape, kept, red, n_out, n_red, strategy)
+    return _run(op, x, out_shape, kept, red, n_out, n_red, strategy,
+                signature if final else None)
+
+
+#: Reductions done in one launch, by call signature (generator, op, dtype, layout, dim,
+#: strategy): (runtime, output shape, output dtypes and sizes, compiled kernel, metadata,
+#: grid). Tiny reductions (a loss's mean, a bias gradient) are dominated by planning.
+_PLANS: dict[tuple, tuple] = {}
+_PLAN_LIMIT = 4096
+
+
+def _replay(plan: tuple, x: JitTensor) -> list[JitTensor]:
+    runtime, shape, outputs, compiled, meta, grid = plan
+    pool, device = runtime.pool, x.device
+    outs = [JitTensor(pool.alloc(nbytes), shape, dtype, device, runtime)
+            for dtype, nbytes in outputs]
+    runtime.dispatch(compiled, [o.buffer.handle for o in outs] + [x.buffer.handle], meta, grid)
+    return outs
 
 
 def _choose(op: str, x: JitTensor, out_shape, kept, red, n_out: int, n_red: int) -> str:
