@@ -97,6 +97,35 @@ def operand(x: JitTensor, batch: tuple[int, ...]) -> tuple[int, int, int] | None
 def gemm(a: JitTensor, b: JitTensor, out: JitTensor, batch: tuple[int, ...]) -> bool:
     """``out = a @ b`` on cuBLAS, ``out`` plain ``[*batch, m, n]`` (at its offset); False, with
     nothing enqueued, when the dtype or a layout is one cuBLAS cannot take as it lies."""
+    key = (a.dtype, b.dtype, out.dtype, a.shape, a.strides, b.shape, b.strides, batch, _tf32)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(a, b, out, batch)
+        if len(_PLANS) >= 4096:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    if plan is False:
+        return False
+    n, m, k, one, data, b_op, b_ld, b_stride, a_op, a_ld, a_stride, zero, mn, count, compute, \
+        size = plan
+    runtime = a.runtime
+    with runtime.cuda_device, runtime.stream:
+        cp.cuda.cublas.gemmStridedBatchedEx(
+            cp.cuda.device.get_cublas_handle(), b_op, a_op, n, m, k, one,
+            b.buffer.handle.ptr + b.offset * size, data, b_ld, b_stride,
+            a.buffer.handle.ptr + a.offset * size, data, a_ld, a_stride,
+            zero, out.buffer.handle.ptr + out.offset * size, data, n, mn, count,
+            compute, _GEMM_DEFAULT)
+    runtime.launches += 1
+    return True
+
+
+#: gemm's arguments but the addresses, per operand layout (dtypes, shapes, strides, batch,
+#: TF32): False where cuBLAS cannot take it. Working them out costs more than the call.
+_PLANS: dict[tuple, tuple | bool] = {}
+
+
+def _plan(a: JitTensor, b: JitTensor, out: JitTensor, batch: tuple[int, ...]) -> tuple | bool:
     dtype = a.dtype.name
     if dtype not in TYPES or b.dtype.name != dtype or out.dtype.name != dtype:
         return False
@@ -109,22 +138,13 @@ def gemm(a: JitTensor, b: JitTensor, out: JitTensor, batch: tuple[int, ...]) -> 
         count *= size
     if min(m, n, k, count) == 0:
         return False
-    runtime = a.runtime
     data, compute, scalar = TYPES[dtype]
     if dtype == "float32" and _tf32:
         compute = _COMPUTE_32F_FAST_TF32
     one, zero = _one_and_zero(scalar)
-    size = runtime.generator.storage_numpy(dtype).itemsize
+    size = a.runtime.generator.storage_numpy(dtype).itemsize
     # Row-major C = A @ B is column-major C^T = B^T @ A^T: B goes first.
     b_op, b_ld, b_stride = b_operand
     a_op, a_ld, a_stride = a_operand
-    with runtime.cuda_device, runtime.stream:
-        handle = cp.cuda.device.get_cublas_handle()
-        cp.cuda.cublas.gemmStridedBatchedEx(
-            handle, b_op, a_op, n, m, k, one,
-            b.buffer.handle.ptr + b.offset * size, data, b_ld, b_stride,
-            a.buffer.handle.ptr + a.offset * size, data, a_ld, a_stride,
-            zero, out.buffer.handle.ptr + out.offset * size, data, n, m * n, count,
-            compute, _GEMM_DEFAULT)
-    runtime.launches += 1
-    return True
+    return (n, m, k, one, data, b_op, b_ld, b_stride, a_op, a_ld, a_stride, zero, m * n, count,
+            compute, size)
