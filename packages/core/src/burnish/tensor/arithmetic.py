@@ -18,24 +18,6 @@ _SCALARS = (bool, int, float)
 Operand = Any  # a Tensor or a Python scalar
 
 
-def _operator(op: str, doc: str) -> Any:
-    """The method for ``op`` (add, sub, mul): ``_binary``, with the most common case first and
-    in place (two tensors of one dtype, device and shape), since it runs on every such op."""
-
-    def method(self: Tensor, other: Operand) -> Tensor:
-        if type(other) is _core.Tensor:
-            dtype = self._dtype
-            if dtype is other._dtype and self._device is other._device and dtype.kind is not _BOOL:
-                a, b = self._prim, other._prim
-                if a.shape == b.shape:
-                    return _core.make(getattr(self._device.backend, op)(a, b), self._device, dtype)
-        return self._binary(other, op, op, op + "_scalar")
-
-    method.__name__, method.__qualname__ = op, f"ArithmeticMixin.{op}"
-    method.__doc__ = doc
-    return method
-
-
 class ArithmeticMixin:
     """Operators and elementwise math. Mixed dtypes promote (see ``burnish.dtype.promote``);
     Python scalars are weak: they never widen a tensor's dtype, only its kind."""
@@ -78,11 +60,17 @@ class ArithmeticMixin:
         scalar = backend.full((), other, dtype, self._device)
         return _core.make(getattr(backend, op)(scalar, x._prim), self._device, dtype)
 
-    add = _operator("add", """``self + other``, broadcast.""")
+    def add(self, other: Operand) -> Tensor:
+        """``self + other``, broadcast."""
+        return self._binary(other, "add", "add", "add_scalar")
 
-    sub = _operator("sub", """``self - other``, broadcast.""")
+    def sub(self, other: Operand) -> Tensor:
+        """``self - other``, broadcast."""
+        return self._binary(other, "sub", "sub", "sub_scalar")
 
-    mul = _operator("mul", """``self * other``, broadcast.""")
+    def mul(self, other: Operand) -> Tensor:
+        """``self * other``, broadcast."""
+        return self._binary(other, "mul", "mul", "mul_scalar")
 
     def mul_add(self, a: Tensor, b: Tensor) -> Tensor:
         """``self * a + b`` as one op (one kernel on the GPU backends), the three broadcast

@@ -155,8 +155,8 @@ class _Plan:
     key and builder, the launch's metadata and grid, the output's size. Tiny ops are dominated
     by this bookkeeping, so it is done once per signature."""
 
-    __slots__ = ("key", "build", "info", "groups", "shape", "strides", "n", "scalar_at",
-                 "packer", "runtime", "compiled", "out_nbytes")
+    __slots__ = ("key", "build", "info", "groups", "shape", "strides", "n", "packer",
+                 "runtime", "compiled", "out_nbytes")
 
 
 _PLANS: dict[tuple, _Plan] = {}
@@ -254,10 +254,9 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
         for x, strides in zip(inputs, layouts):
             info.append(x.offset)
             info += strides
-    scalar_at = plan.scalar_at = len(info)
+    scalar_at = len(info)
+    # With scalars, each launch packs its own (``packer``); ``info`` serves launches without.
     plan.packer = ScalarPacker(info, [d for _, d in scalars])
-    for value, dtype in scalars:
-        info += scalar_words(value, dtype)
     plan.info = np.asarray(info, dtype=np.int32)
     plan.info.flags.writeable = False  # launches may keep it by identity (cuda does)
     groups = -(-max(n, 1) // WORKGROUP)

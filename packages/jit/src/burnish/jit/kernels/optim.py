@@ -8,7 +8,7 @@ from burnish.jit import ir
 from burnish.jit.builder import KernelBuilder
 from burnish.jit.kernels.elementwise import WORKGROUP, ScalarPacker, info_scalar, plain
 from burnish.jit.runtime import MAX_GROUPS_X
-from burnish.jit.tensor import JitTensor, contiguous_strides, numel
+from burnish.jit.tensor import JitTensor, numel
 
 # info: the element count, the four inputs' offsets, then the scalars.
 COUNT, OFFSETS, SCALARS = 0, 1, 5
@@ -20,9 +20,7 @@ def adam_step(value: JitTensor, grad: JitTensor, moment_1: JitTensor, moment_2: 
     """``burnish.backend.OptimOps.adam_step`` in one kernel: new ``(value, m, v)``, computed
     in the dtype's compute type and rounded once each."""
     runtime, dtype, shape, device = value.runtime, value.dtype, value.shape, value.device
-    row_major = contiguous_strides(shape)
-    inputs = [x if x.strides == row_major else plain(x)
-              for x in (value, grad, moment_1, moment_2)]
+    inputs = [plain(x) for x in (value, grad, moment_1, moment_2)]
     n = numel(shape)
     nbytes = n * runtime.generator.storage_numpy(dtype.name).itemsize
     pool = runtime.pool
