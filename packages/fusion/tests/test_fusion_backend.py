@@ -76,3 +76,10 @@ def test_threads_share_a_device(device):
     assert not errors
     for i, got in results.items():
         np.testing.assert_array_equal(got, np.full(100, (i + 1) * 2, dtype=np.float32))
+
+
+def test_the_ops_a_jit_fuser_never_records_are_protocol_ops():
+    from burnish.fusion.backend import _FORWARDED
+    from burnish.jit.fuser import JitFuser
+
+    assert JitFuser.eager <= set(_FORWARDED), JitFuser.eager - set(_FORWARDED)

@@ -69,7 +69,9 @@ class BackendBase(ABC):
         run one by one under ``Fusion``. A fuser has ``begin()`` and ``end()`` (bracketing the
         ops to record lazily, per thread), ``flush(device)`` (compute what is pending),
         ``programs(device)`` (the fused kernels made, for users to look at) and
-        ``launches(device)`` (kernels launched so far); see ``burnish.jit.fuser.JitFuser``."""
+        ``launches(device)`` (kernels launched so far), and may have ``eager`` (the names of
+        the ops it never records, which ``Fusion`` calls without ``begin()``/``end()``); see
+        ``burnish.jit.fuser.JitFuser``."""
         return None
 
     # -- data in and out ----------------------------------------------------------------------

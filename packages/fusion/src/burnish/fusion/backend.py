@@ -44,16 +44,29 @@ class Fusion(Backend):
                 found = super().__new__(cls)
                 found._inner = inner
                 found.name = f"fusion+{inner.name}"
-                found._fuser = fuser = inner.fuser()
-                # Bound once: every forwarded op calls them.
-                found._begin = None if fuser is None else fuser.begin
-                found._end = None if fuser is None else fuser.end
+                found._fuser = inner.fuser()
                 found._wrapped: dict[Device, Device] = {}
+                found._bind_ops()
                 _instances[id(inner)] = found
         return found
-
     def __init__(self, inner: Backend) -> None:
         pass  # __new__ set everything up, once per inner backend
+
+    def _bind_ops(self) -> None:
+        """Give this instance each forwarded op as an attribute, made once: the inner backend's
+        bound method itself where there is nothing to add (every op when there is no fuser,
+        and the ops the fuser names in ``eager``, which it never records), else wrapped to
+        record (``begin()``/``end()`` around the call) and to take this backend's devices.
+        Every op of a model passes through here, so the call costs no more than it must."""
+        fuser = self._fuser
+        eager = frozenset() if fuser is None else getattr(fuser, "eager", frozenset())
+        for name, device_at in _FORWARDED.items():
+            method = getattr(self._inner, name)
+            if fuser is not None and name not in eager:
+                method = _recording(method, fuser.begin, fuser.end)
+            if device_at is not None:
+                method = _on_inner_device(method, device_at)
+            self.__dict__[name] = method
 
     @property
     def inner(self) -> Backend:
@@ -119,39 +132,59 @@ class Fusion(Backend):
         return None if self._fuser is None else self._fuser.launches(device.native)
 
 
-def _forward(name: str) -> Any:
-    """A method that runs ``inner.<name>`` (recording lazily when there is a fuser), with this
-    backend's devices among the arguments replaced by the inner backend's."""
+def _device_param(name: str) -> int | None:
+    """Where protocol method ``name`` takes its ``device`` (``None``: it takes none)."""
     params = list(inspect.signature(getattr(Backend, name)).parameters)[1:]
-    device_at = params.index("device") if "device" in params else None
+    return params.index("device") if "device" in params else None
 
-    def run(self: Fusion, *args: Any, **kwargs: Any) -> Any:
-        begin = self._begin
-        if begin is None:
-            return getattr(self._inner, name)(*args, **kwargs)
-        begin()
-        try:
-            return getattr(self._inner, name)(*args, **kwargs)
-        finally:
-            self._end()
 
-    def run_on_device(self: Fusion, *args: Any, **kwargs: Any) -> Any:
-        if len(args) > device_at:
-            args = (*args[:device_at], args[device_at].native, *args[device_at + 1:])
-        elif "device" in kwargs:
-            kwargs["device"] = kwargs["device"].native
-        return run(self, *args, **kwargs)
+def _forward(name: str) -> Any:
+    """The class's ``name``: what ``Fusion._bind_ops`` gives each instance, documented as the
+    protocol's method (``abc`` needs a definition on the class)."""
 
-    op = run if device_at is None else run_on_device
+    def op(self: Fusion, *args: Any, **kwargs: Any) -> Any:
+        return self.__dict__[name](*args, **kwargs)
+
     op.__name__ = name
     op.__qualname__ = f"Fusion.{name}"
     op.__doc__ = getattr(Backend, name).__doc__
     return op
 
 
+def _recording(method: Any, begin: Any, end: Any) -> Any:
+    """``method`` run with the fuser recording (``begin()``/``end()`` around it)."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        begin()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            end()
+
+    return run
+
+
+def _on_inner_device(method: Any, device_at: int) -> Any:
+    """``method`` called with this backend's device among its arguments replaced by the inner
+    backend's."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > device_at:
+            args = (*args[:device_at], args[device_at].native, *args[device_at + 1:])
+        elif "device" in kwargs:
+            kwargs["device"] = kwargs["device"].native
+        return method(*args, **kwargs)
+
+    return run
+
+
+#: The protocol methods ``Fusion`` forwards to its inner backend, with where each takes its
+#: device.
+_FORWARDED: dict[str, int | None] = {}
 for _name in dir(Backend):
     if (_name.startswith("__") or _name in _OWN or _name in Fusion.__dict__
             or not inspect.isfunction(getattr(Backend, _name))):
         continue
+    _FORWARDED[_name] = _device_param(_name)
     setattr(Fusion, _name, _forward(_name))
 abc.update_abstractmethods(Fusion)
