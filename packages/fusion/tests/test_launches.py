@@ -237,3 +237,43 @@ def test_a_pending_input_left_by_an_earlier_flush_is_computed_first(device):
     out = stale * 2.0
     assert not lazy.pending(stale.primitive)
     np.testing.assert_allclose(out.to_data().to_numpy(), (np.exp(values) + 1) * 2, rtol=1e-5)
+
+
+def test_an_op_flushed_alone_runs_at_once_after_the_same_flush(device, monkeypatch):
+    monkeypatch.setattr(lazy, "LONE_TRUST", 2)
+    values, bias = sample((8, 16), 3), sample((16,), 4)
+    x = bn.Tensor.from_data(values, device=device)
+    b = bn.Tensor.from_data(bias, device=device)
+    recorded = []
+    for _ in range(6):
+        h = (x * 2.0).exp()  # a fused run; its flush comes right before the lone op
+        s = h.sum()  # flushes it
+        y = h + b  # alone: the reduction below reads it
+        recorded.append(lazy.pending(y.primitive))
+        total = y.sum()
+        np.testing.assert_allclose(total.to_data().to_numpy(),
+                                   (np.exp(values * 2) + bias).sum(), rtol=1e-4)
+        np.testing.assert_allclose(s.to_data().to_numpy(), np.exp(values * 2).sum(), rtol=1e-4)
+    # Recorded and flushed alone once, then trusted LONE_TRUST times, then recorded once more
+    # to check.
+    assert recorded == [True, False, False, True, False, False]
+    # The same op after another flush still fuses with what follows it.
+    (x * 3.0).sum().to_data()
+    before = launches(device)
+    z = (x * 2.0).exp()
+    z.sum().to_data()
+    w = (z + b).tanh()
+    assert lazy.pending(w.primitive)
+    np.testing.assert_allclose(w.to_data().to_numpy(), np.tanh(np.exp(values * 2) + bias),
+                               rtol=1e-5)
+    assert launches(device) == before + 3
+
+
+def test_ops_that_never_record_are_the_inner_backends_own(fused_backend):
+    inner = fused_backend.inner
+    assert fused_backend.matmul == inner.matmul  # called as they are: nothing to record
+    assert fused_backend.add != inner.add  # recorded
+    device = fused_backend.default_device()
+    ones = fused_backend.full((2, 3), 1.5, bn.float32, device)  # takes the fused device
+    assert lazy.pending(ones)
+    assert ones.device == device.native

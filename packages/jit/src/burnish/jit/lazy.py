@@ -40,8 +40,17 @@ STREAM_LIMIT = 128
 #: Flushes of distinct structure whose launches a runtime remembers (then it starts over).
 PLAN_LIMIT = 1024
 
+#: How many times a recorded op that was flushed alone is predicted to be alone again and run
+#: at once instead (see ``record``), before it is recorded once more to check. A lone op gains
+#: nothing from fusion and costs a recording and a flush more than running it; training loops
+#: have several (an elementwise op between two matrix products). The prediction is keyed by
+#: the op's structure and the flush that came before it, so the same op elsewhere in a program
+#: still fuses; a wrong one only costs the fusion of that op with what follows it.
+LONE_TRUST = 64
+
 # The slot that holds a JitTensor's buffer: a LazyTensor leaves it unset until computed.
 _BUFFER = JitTensor.__dict__["buffer"]
+_new = object.__new__
 
 
 class _Recording(threading.local):
@@ -92,22 +101,11 @@ class Stream:
 
 class LazyTensor(JitTensor):
     """A plain (row-major, offset 0) ``JitTensor`` whose buffer is computed on first use;
-    ``stream`` and ``pos`` say where it was recorded."""
+    ``stream`` and ``pos`` say where it was recorded. Only ``record`` makes them: it sets
+    JitTensor's fields but ``buffer``, which stays unset while pending, so that reading it (a
+    plain slot read once computed) reaches ``__getattr__``."""
 
     __slots__ = ("node", "stream", "pos", "__weakref__")
-
-    def __init__(self, node: Node, device: Device, runtime: Runtime, stream: Stream, pos: int):
-        # JitTensor's fields but ``buffer``: unset, so that reading it (a plain slot read once
-        # computed) reaches ``__getattr__`` while pending.
-        self.shape = shape = node.shape
-        self.strides = contiguous_strides(shape)
-        self.offset = 0
-        self.dtype = node.dtype
-        self.device = device
-        self.runtime = runtime
-        self.node = node
-        self.stream = stream
-        self.pos = pos
 
     def __getattr__(self, name: str):
         if name != "buffer":
@@ -157,33 +155,56 @@ def resume(depth: int) -> None:
 
 def record(op: str, fn, inputs: Sequence[JitTensor], dtype: DType,
            scalars: Sequence[tuple[object, DType]], shape: tuple[int, ...],
-           runtime: Runtime, device: Device) -> LazyTensor:
-    """A lazy tensor for ``elementwise(op, fn, inputs, dtype, scalars, shape)``."""
+           runtime: Runtime, device: Device) -> LazyTensor | None:
+    """A lazy tensor for ``elementwise(op, fn, inputs, dtype, scalars, shape)``, or ``None``
+    where the op is predicted to be flushed alone (see ``LONE_TRUST``): the caller runs it
+    at once. Every recorded elementwise op passes here, so it builds its objects without
+    ``__init__`` calls."""
     stream = runtime.lazy_stream
+    slots = stream.slots
     structure = []
     for x in inputs:
         if type(x) is LazyTensor:
             if x.stream is stream:  # recorded since the last flush: pending
-                structure.append(x.pos)
-                stream.uses[x.pos] += 1
+                pos = x.pos
+                structure.append(pos)
+                stream.uses[pos] += 1
                 continue
             if x.node is not None:  # pending from an earlier stream
                 _compute_stale(inputs, runtime)
                 return record(op, fn, inputs, dtype, scalars, shape, runtime, device)
         buffer = x.buffer
         key = (id(buffer), x.dtype)
-        slot = stream.slots.get(key)
+        slot = slots.get(key)
         if slot is None:
-            slot = stream.slots[key] = len(stream.buffers)
+            slot = slots[key] = len(stream.buffers)
             stream.buffers.append(buffer)  # held until the flush: its id stays its own
         structure.append((slot, x.dtype, x.shape, x.strides, x.offset))
-    stream.signature.append((op, dtype, shape, tuple([d for _, d in scalars]) if scalars else (),
-                             tuple(structure)))
-    out = LazyTensor(Node(op, fn, tuple(inputs), dtype, tuple(scalars), shape), device, runtime,
-                     stream, len(stream.refs))
-    stream.refs.append(weakref.ref(out))
+    entry = (op, dtype, shape, tuple([d for _, d in scalars]) if scalars else (),
+             tuple(structure))
+    refs = stream.refs
+    if not refs and runtime.lazy_lone:
+        lone = (runtime.lazy_context, entry)
+        trust = runtime.lazy_lone.get(lone)
+        if trust is not None:
+            if trust > 1:
+                runtime.lazy_lone[lone] = trust - 1
+            else:  # recorded next time, to check the prediction still holds
+                del runtime.lazy_lone[lone]
+            slots.clear()
+            stream.buffers.clear()
+            return None
+    stream.signature.append(entry)
+    node = _new(Node)
+    node.op, node.fn, node.inputs, node.dtype, node.scalars, node.shape = (
+        op, fn, tuple(inputs), dtype, tuple(scalars), shape)
+    out = _new(LazyTensor)  # every field but ``buffer`` (see the class)
+    out.shape, out.strides, out.offset, out.dtype = shape, contiguous_strides(shape), 0, dtype
+    out.device, out.runtime, out.node, out.stream, out.pos = (device, runtime, node, stream,
+                                                               len(refs))
+    refs.append(weakref.ref(out))
     stream.uses.append(0)
-    if len(stream.refs) >= STREAM_LIMIT:
+    if len(refs) >= STREAM_LIMIT:
         flush(runtime)
     return out
 
@@ -214,6 +235,8 @@ def flush(runtime: Runtime, first: LazyTensor | None = None) -> None:
     references (and ``first``), in fused kernels; forget the rest of the stream."""
     with runtime._lock:
         stream = runtime.lazy_stream
+        if not stream.refs and first is None:
+            return
         runtime.lazy_stream = Stream()
         try:
             _flush(runtime, stream, first)
@@ -225,31 +248,35 @@ def _flush(runtime: Runtime, stream: Stream, first: LazyTensor | None) -> None:
     global _fused
     if _fused is None:  # kernels.fused imports this module: bound on first use
         from burnish.jit.kernels import fused as _fused
-    replay, run_groups = _fused.replay, _fused.run_groups
     live = [ref() for ref in stream.refs]  # pending, every one (None: collected)
-    stale = first is not None and first.stream is not stream
-    if stale:
-        live.append(first)  # pending from an earlier stream: planned afresh
+    if first is not None and first.stream is not stream:  # pending from an earlier stream
+        live.append(first)  # planned afresh
         stream.uses.append(0)
-    referenced = _referenced(live, first, stream)
-    if not any(referenced):
-        return
-    if stale:
+        referenced = _referenced(live, first, stream)
         targets = [t for t, state in zip(live, referenced) if state == TARGET]
         del live
-        run_groups(runtime, _groups(targets))
+        _fused.run_groups(runtime, _groups(targets))
+        runtime.lazy_context = None
         return
+    referenced = _referenced(live, first, stream)
+    if TARGET not in referenced:
+        return
+    plans = runtime.lazy_plans
     key = (tuple(stream.signature), tuple(referenced))
-    launches = runtime.lazy_plans.get(key)
+    launches = plans.get(key)
     if launches is not None:
-        replay(runtime, launches, live, stream.buffers)
-        return
-    targets = [t for t, state in zip(live, referenced) if state == TARGET]
-    launches = run_groups(runtime, _groups(targets), stream)
-    if len(runtime.lazy_plans) >= PLAN_LIMIT:
-        runtime.lazy_plans.clear()
-    runtime.lazy_plans[key] = launches
-    # What stayed lazy (a reference count guessed wrong) computes itself on demand.
+        _fused.replay(runtime, launches, live, stream.buffers)
+    else:
+        targets = [t for t, state in zip(live, referenced) if state == TARGET]
+        launches = _fused.run_groups(runtime, _groups(targets), stream)
+        if len(plans) >= PLAN_LIMIT:
+            plans.clear()
+            runtime.lazy_lone.clear()  # keyed by the ids of plans
+        plans[key] = launches
+        # What stayed lazy (a reference count guessed wrong) computes itself on demand.
+    if len(live) == 1:  # a lone op: run at once next time it comes after the same flush
+        runtime.lazy_lone[(runtime.lazy_context, stream.signature[0])] = LONE_TRUST
+    runtime.lazy_context = id(launches)
 
 
 _fused = None

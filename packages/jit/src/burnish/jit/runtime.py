@@ -48,6 +48,11 @@ class Runtime(ABC):
         self.lazy_stream = Stream()
         #: The launches each flush of a given structure makes, by its key (``lazy.flush``).
         self.lazy_plans: dict[Any, Any] = {}
+        #: Ops predicted to be flushed alone, run at once instead of recorded, with how many
+        #: more times the prediction is trusted (``lazy.LONE_TRUST``).
+        self.lazy_lone: dict[Any, int] = {}
+        #: What ``lazy_lone`` keys its predictions by: the last flush's plan (its id).
+        self.lazy_context: int | None = None
         #: The fused kernels made on this device, by key (``kernels.fused.FusedProgram``).
         self.fused_programs: dict[Any, Any] = {}
 

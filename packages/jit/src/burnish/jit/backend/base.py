@@ -168,8 +168,10 @@ class JitBase(Backend):
         runtime = self._check_dtype(dtype, device)
         if lazy.recording() and numel(shape):
             # Recorded like any elementwise op, so a constant fuses into what reads it.
-            return lazy.record("fill", _fill, [], dtype, [(value, dtype)], tuple(shape),
-                               runtime, device)
+            pending = lazy.record("fill", _fill, [], dtype, [(value, dtype)], tuple(shape),
+                                  runtime, device)
+            if pending is not None:  # None: predicted to flush alone, so it runs now
+                return pending
         out = self._new(tuple(shape), dtype, device, runtime)
         if out.numel:
             elementwise("fill", _fill, [], dtype, scalars=[(value, dtype)],

@@ -184,8 +184,10 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
                     shape = broadcast_shape(*[x.shape for x in inputs])
                     break
         if numel(shape):
-            return lazy.record(op, fn, inputs, out_dtype, scalars, tuple(shape), runtime,
-                               first.device)
+            pending = lazy.record(op, fn, inputs, out_dtype, scalars, tuple(shape), runtime,
+                                  first.device)
+            if pending is not None:  # None: predicted to flush alone, so it runs now
+                return pending
     # The generator is part of it: storage sizes differ by language (bfloat16 is 4 bytes in WGSL).
     # Built with plain loops (a comprehension is a function call in Python 3.11): this runs on
     # every op.
