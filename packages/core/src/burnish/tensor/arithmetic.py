@@ -16,6 +16,30 @@ _FLOAT, _INT, _BOOL = Kind.FLOAT, Kind.INT, Kind.BOOL
 _NUMERIC = (_FLOAT, _INT)
 _SCALARS = (bool, int, float)
 Operand = Any  # a Tensor or a Python scalar
+_new = object.__new__
+
+
+def _operator(op: str, doc: str) -> Any:
+    """``add``, ``sub`` or ``mul``: two tensors of one dtype, device and shape go straight to
+    the backend (the most frequent call of a model, and one whose every step shows on a GPU's
+    tiny ops), everything else through ``_binary``'s checks and promotions."""
+
+    def method(self: Tensor, other: Operand) -> Tensor:
+        if type(other) is _core.Tensor:
+            dtype, device = self._dtype, self._device
+            if dtype is other._dtype and device is other._device and dtype.kind is not _BOOL:
+                a, b = self._prim, other._prim
+                if a.shape == b.shape:
+                    out = _new(_core.Tensor)  # _core.make, without the call
+                    out._prim = getattr(device.backend, op)(a, b)
+                    out._device = device
+                    out._dtype = dtype
+                    return out
+        return self._binary(other, op, op, op + "_scalar")
+
+    method.__name__, method.__qualname__ = op, f"ArithmeticMixin.{op}"
+    method.__doc__ = doc
+    return method
 
 
 class ArithmeticMixin:
@@ -60,17 +84,9 @@ class ArithmeticMixin:
         scalar = backend.full((), other, dtype, self._device)
         return _core.make(getattr(backend, op)(scalar, x._prim), self._device, dtype)
 
-    def add(self, other: Operand) -> Tensor:
-        """``self + other``, broadcast."""
-        return self._binary(other, "add", "add", "add_scalar")
-
-    def sub(self, other: Operand) -> Tensor:
-        """``self - other``, broadcast."""
-        return self._binary(other, "sub", "sub", "sub_scalar")
-
-    def mul(self, other: Operand) -> Tensor:
-        """``self * other``, broadcast."""
-        return self._binary(other, "mul", "mul", "mul_scalar")
+    add = _operator("add", "``self + other``, broadcast.")
+    sub = _operator("sub", "``self - other``, broadcast.")
+    mul = _operator("mul", "``self * other``, broadcast.")
 
     def mul_add(self, a: Tensor, b: Tensor) -> Tensor:
         """``self * a + b`` as one op (one kernel on the GPU backends), the three broadcast
