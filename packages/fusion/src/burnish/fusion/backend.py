@@ -49,6 +49,7 @@ class Fusion(Backend):
                 found._bind_ops()
                 _instances[id(inner)] = found
         return found
+
     def __init__(self, inner: Backend) -> None:
         pass  # __new__ set everything up, once per inner backend
 

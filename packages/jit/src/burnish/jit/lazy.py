@@ -275,7 +275,10 @@ def _flush(runtime: Runtime, stream: Stream, first: LazyTensor | None) -> None:
         plans[key] = launches
         # What stayed lazy (a reference count guessed wrong) computes itself on demand.
     if len(live) == 1:  # a lone op: run at once next time it comes after the same flush
-        runtime.lazy_lone[(runtime.lazy_context, stream.signature[0])] = LONE_TRUST
+        lone = runtime.lazy_lone
+        if len(lone) >= PLAN_LIMIT:
+            lone.clear()
+        lone[(runtime.lazy_context, stream.signature[0])] = LONE_TRUST
     runtime.lazy_context = id(launches)
 
 
