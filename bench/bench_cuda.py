@@ -485,40 +485,53 @@ def matmul_result(env: Env, dtype: str, a: np.ndarray, b: np.ndarray) -> Result:
     return result
 
 
-def case_mlp_train(env: Env, also: tuple[str, ...] = ()) -> list[Result]:
-    """The MLP training step on ``autodiff+<backend>`` beside torch; ``also``: more burnish
-    backends measured in the same turns (bench_fusion.py: with and without fusion)."""
-    batch = env.sizes["mlp_batch"]
+def mlp_data(batch: int) -> tuple[list[np.ndarray], ...]:
+    """The MLP's initial weights and biases and ``MLP_BATCHES`` batches of inputs and labels."""
     rng = np.random.default_rng(0)
     xs = [rng.random((batch, SIZES[0]), dtype=np.float32) for _ in range(MLP_BATCHES)]
     ys = [rng.integers(0, SIZES[-1], batch) for _ in range(MLP_BATCHES)]
     weights = [rng.uniform(-n**-0.5, n**-0.5, (n, m)).astype(np.float32)
                for n, m in zip(SIZES[:-1], SIZES[1:])]
     biases = [np.zeros(m, np.float32) for m in SIZES[1:]]
+    return weights, biases, xs, ys
+
+
+def mlp_trainer(name: str, weights: list[np.ndarray], biases: list[np.ndarray],
+                xs: list[np.ndarray], ys: list[np.ndarray]) -> tuple[Callable[[], Any], Any]:
+    """The MLP's training step on backend ``name`` (cycling through the batches ``xs``, ``ys``,
+    put on the device first) and the device; each call returns the step's loss."""
+    from burnish import nn, optim
+
+    device = burnish.backend(name).default_device()
+    layers = [nn.Linear(nn.Param(Tensor.from_data(w, device)),
+                        nn.Param(Tensor.from_data(c, device)))
+              for w, c in zip(weights, biases)]
+    state = {"model": mlp_class()(layers, nn.Relu()), "step": 0}
+    adam, loss_fn = optim.Adam(*BETAS, EPSILON), nn.CrossEntropyLoss()
+    batches = [(Tensor.from_data(x, device), Tensor.from_data(y, device)) for x, y in zip(xs, ys)]
+
+    def step():
+        x, y = batches[state["step"] % len(batches)]
+        state["step"] += 1
+        loss = loss_fn(state["model"](x), y)
+        state["model"] = adam.step(LR, state["model"], loss.backward())
+        return loss
+
+    return step, device
+
+
+def case_mlp_train(env: Env, also: tuple[str, ...] = ()) -> list[Result]:
+    """The MLP training step on ``autodiff+<backend>`` beside torch; ``also``: more burnish
+    backends measured in the same turns (bench_fusion.py: with and without fusion)."""
+    batch = env.sizes["mlp_batch"]
+    weights, biases, xs, ys = mlp_data(batch)
     name = f"autodiff+{env.backend_name}"
     result = Result("mlp_train", f"training step, MLP {'-'.join(map(str, SIZES))}, Adam, "
                     f"cross-entropy, batch {batch}: burnish on {name}", "steps/s",
                     env.command("mlp_train"), f"{GOALS['mlp_train']:.0%} of PyTorch's steps/s")
 
     def burnish_trainer(name: str = name) -> tuple[Callable[[], Any], Callable[[], None]]:
-        from burnish import nn, optim
-
-        device = burnish.backend(name).default_device()
-        layers = [nn.Linear(nn.Param(Tensor.from_data(w, device)),
-                            nn.Param(Tensor.from_data(c, device)))
-                  for w, c in zip(weights, biases)]
-        state = {"model": mlp_class()(layers, nn.Relu()), "step": 0}
-        adam, loss_fn = optim.Adam(*BETAS, EPSILON), nn.CrossEntropyLoss()
-        batches = [(Tensor.from_data(x, device), Tensor.from_data(y, device))
-                   for x, y in zip(xs, ys)]
-
-        def step():
-            x, y = batches[state["step"] % MLP_BATCHES]
-            state["step"] += 1
-            loss = loss_fn(state["model"](x), y)
-            state["model"] = adam.step(LR, state["model"], loss.backward())
-            return loss
-
+        step, device = mlp_trainer(name, weights, biases, xs, ys)
         return step, env.burnish_sync(device)
 
     def torch_trainer() -> tuple[Callable[[], Any], Callable[[], None]]:
