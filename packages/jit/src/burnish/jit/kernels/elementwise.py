@@ -190,14 +190,21 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
                 return pending
     # The generator is part of it: storage sizes differ by language (bfloat16 is 4 bytes in WGSL).
     # Built with plain loops (a comprehension is a function call in Python 3.11): this runs on
-    # every op.
-    signature = [runtime.generator, op, out_dtype, shape,
-                 out.offset if out is not None else 0, len(scalars)]
-    for value in scalars:
-        signature.append(value[1])
-    for x in inputs:
-        signature += (x.dtype, x.shape, x.strides, x.offset)
-    signature = tuple(signature)
+    # every op. The most frequent form, two inputs and no scalars (arithmetic, comparisons),
+    # builds the same tuple in one step.
+    pair = out is None and not scalars and len(inputs) == 2
+    if pair:
+        x, y = inputs
+        signature = (runtime.generator, op, out_dtype, shape, 0, 0, x.dtype, x.shape, x.strides,
+                     x.offset, y.dtype, y.shape, y.strides, y.offset)
+    else:
+        signature = [runtime.generator, op, out_dtype, shape,
+                     out.offset if out is not None else 0, len(scalars)]
+        for value in scalars:
+            signature.append(value[1])
+        for x in inputs:
+            signature += (x.dtype, x.shape, x.strides, x.offset)
+        signature = tuple(signature)
     plan = _PLANS.get(signature)
     if plan is None:
         plan = _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime)
@@ -219,9 +226,12 @@ def elementwise(op: str, fn: Callable[[list[ir.Expr], list[ir.Expr]], ir.Expr],
     if plan.runtime is not runtime:
         plan.compiled = runtime.kernel(plan.key, plan.build)[0]
         plan.runtime = runtime
-    handles = [out.buffer.handle]
-    for x in inputs:
-        handles.append(x.buffer.handle)
+    if pair:
+        handles = [out.buffer.handle, x.buffer.handle, y.buffer.handle]
+    else:
+        handles = [out.buffer.handle]
+        for x in inputs:
+            handles.append(x.buffer.handle)
     runtime.dispatch(plan.compiled, handles, info, plan.groups)
     return out
 
