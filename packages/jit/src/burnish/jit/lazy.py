@@ -66,18 +66,10 @@ RECORDING = _state
 class Node:
     """One recorded elementwise op: ``fn(values, scalars)`` over ``inputs`` broadcast to
     ``shape`` (``fn(values, scalars, builder)`` when ``fn.uses_builder``). ``op`` names ``fn``
-    together with the dtypes, as for ``kernels.elementwise``."""
+    together with the dtypes, as for ``kernels.elementwise``. Only ``record`` makes them, setting
+    the six fields without an ``__init__`` call."""
 
     __slots__ = ("op", "fn", "inputs", "dtype", "scalars", "shape")
-
-    def __init__(self, op: str, fn, inputs: tuple[JitTensor, ...], dtype: DType,
-                 scalars: tuple[tuple[object, DType], ...], shape: tuple[int, ...]):
-        self.op = op
-        self.fn = fn
-        self.inputs = inputs
-        self.dtype = dtype
-        self.scalars = scalars
-        self.shape = shape
 
 
 class Stream:
