@@ -95,23 +95,29 @@ class ScalarPacker:
     field code, else ``scalar_words`` per scalar (tiny ops are dominated by such
     bookkeeping)."""
 
-    __slots__ = ("prefix", "dtypes", "packer")
+    __slots__ = ("prefix", "dtypes", "packer", "last")
 
     def __init__(self, prefix: Sequence[int], dtypes: Sequence[DType], head: int = 0):
         self.prefix = np.asarray(prefix, dtype=np.int32).tobytes()
         self.dtypes = tuple(dtypes)
         codes = [_FIELDS.get(ir.compute_type(d)) for d in self.dtypes]
         self.packer = struct.Struct("<" + "i" * head + "".join(codes)) if all(codes) else None
+        self.last = None
 
     def info(self, values: Sequence[object], head: Sequence[int] = ()) -> np.ndarray:
         """The int32 words: the prefix, ``head``, then each value as ``scalar_words`` gives
-        it."""
+        it. Words equal to the last call's give the last call's array (not to be changed):
+        loops pass the same scalars again and again."""
         if self.packer is not None:
             try:  # struct rounds as NumPy does; out-of-range values take the path below
                 data = self.packer.pack(*head, *values)
-                return np.frombuffer(self.prefix + data, dtype=np.int32)
             except (OverflowError, struct.error):
                 pass
+            else:
+                last = self.last  # (words, array): one read, one write, for threads
+                if last is None or last[0] != data:
+                    last = self.last = (data, np.frombuffer(self.prefix + data, dtype=np.int32))
+                return last[1]
         words = list(head)
         for value, dtype in zip(values, self.dtypes):
             words += scalar_words(value, dtype)
