@@ -99,11 +99,19 @@ class LaunchParameters:
         self.info = info
 
 
+#: The largest float32 product (multiply-adds) that fusion runs in a generated kernel with its
+#: epilogue rather than in cuBLAS (a 1024 x 1024 x 512 product).
+FUSED_PRODUCT_MACS = 1 << 29
+
+
 class CudaRuntime(Runtime):
     """One GPU, one stream."""
 
     generator = CudaGenerator()
     max_info_words = CUDA_INFO_WORDS
+    #: Pointers are kernel parameters: 64 of them and the info struct take 1 KiB of the 4 KiB
+    #: a launch may pass (several optimizer updates per launch, larger fused kernels).
+    max_buffers = 64
 
     def __init__(self, index: int):
         super().__init__()
@@ -203,6 +211,13 @@ class CudaRuntime(Runtime):
 
     def library_matmul(self, a: Any, b: Any, out: Any, batch: tuple[int, ...]) -> bool:
         return gemm.gemm(a, b, out, batch)  # cuBLAS, for every float product it can read
+
+    def fuses_product(self, dtype: Any, macs: int) -> bool:
+        # cuBLAS runs large products and every half-float one (tensor cores) much faster than
+        # the generated kernel; a small float32 product with an epilogue is cheaper as one
+        # generated kernel than as cuBLAS's call (tens of microseconds of host time) plus a
+        # launch for the epilogue.
+        return dtype.name == "float32" and macs <= FUSED_PRODUCT_MACS and not gemm.tf32_allowed()
 
     def sync(self) -> None:
         self.stream.synchronize()

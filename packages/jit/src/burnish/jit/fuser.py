@@ -26,12 +26,12 @@ class JitFuser:
     #: so ``Fusion`` calls them without ``begin()``/``end()``. (An op missing here is only
     #: bracketed for nothing; one listed here that did record would just run eagerly.)
     eager = frozenset({
-        "matmul", "conv", "conv_transpose", "avg_pool", "max_pool", "max_pool_with_indices",
+        "conv", "conv_transpose", "avg_pool", "max_pool", "max_pool_with_indices",
         "adaptive_avg_pool", "adaptive_max_pool", "adaptive_max_pool_with_indices",
         "interpolate", "sum", "prod", "mean", "max", "min", "argmax", "argmin",
         "max_with_indices", "min_with_indices", "any", "all", "cumsum", "cumprod", "argsort",
         "sort", "sort_with_indices", "softmax", "log_softmax", "softmax_backward",
-        "log_softmax_backward", "adam_step", "gather", "select", "scatter_add", "select_add",
+        "log_softmax_backward", "gather", "select", "scatter_add", "select_add",
         "slice_assign", "cat", "repeat_dim", "reshape", "permute", "expand", "flip", "slice",
         "empty", "random", "from_data", "into_data", "read", "to_device",
     })
@@ -41,6 +41,21 @@ class JitFuser:
 
     begin = staticmethod(lazy.begin)
     end = staticmethod(lazy.end)
+
+    @staticmethod
+    def recording(method):
+        """``method`` run while recording: ``begin()``/``end()`` around it, inlined (every
+        recorded op of a model passes here)."""
+        state = lazy.RECORDING
+
+        def run(*args, **kwargs):
+            state.depth += 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                state.depth -= 1
+
+        return run
 
     def flush(self, device: Device) -> None:
         lazy.flush(self.backend.runtime(device))

@@ -63,10 +63,25 @@ _state = _Recording()
 RECORDING = _state
 
 
+class _Product:
+    """``PRODUCT``'s type."""
+
+    def __repr__(self) -> str:
+        return "PRODUCT"
+
+
+#: A recorded matrix product's ``fn`` (``kernels.matmul``): its inputs ``a`` and ``b`` are read
+#: from memory, so they are always computed first (a pending one becomes a flush's target), and
+#: the product is always one too: a kernel of its own, into which the elementwise ops after it
+#: of its shape are fused (``kernels.fused``).
+PRODUCT = _Product()
+
+
 class Node:
     """One recorded elementwise op: ``fn(values, scalars)`` over ``inputs`` broadcast to
-    ``shape`` (``fn(values, scalars, builder)`` when ``fn.uses_builder``). ``op`` names ``fn``
-    together with the dtypes, as for ``kernels.elementwise``. Only ``record`` makes them, setting
+    ``shape`` (``fn(values, scalars, builder)`` when ``fn.uses_builder``), or a matrix product
+    of its two inputs (``fn is PRODUCT``). ``op`` names ``fn`` together with the dtypes, as for
+    ``kernels.elementwise``. Only ``record`` makes them, setting
     the six fields without an ``__init__`` call."""
 
     __slots__ = ("op", "fn", "inputs", "dtype", "scalars", "shape")
@@ -102,7 +117,7 @@ class LazyTensor(JitTensor):
     def __getattr__(self, name: str):
         if name != "buffer":
             raise AttributeError(f"'LazyTensor' object has no attribute {name!r}")
-        materialize(self)
+        flush(self.runtime, self)  # unset buffer: pending (``flush`` checks again, locked)
         return _BUFFER.__get__(self)
 
     def __repr__(self) -> str:
@@ -155,10 +170,14 @@ def record(op: str, fn, inputs: Sequence[JitTensor], dtype: DType,
     stream = runtime.lazy_stream
     slots = stream.slots
     structure = []
+    product = fn is PRODUCT
     for x in inputs:
         if type(x) is LazyTensor:
             if x.stream is stream:  # recorded since the last flush: pending
                 pos = x.pos
+                if product:  # read from memory: its reference makes x a target
+                    structure.append((pos,))
+                    continue
                 structure.append(pos)
                 stream.uses[pos] += 1
                 continue
@@ -195,7 +214,7 @@ def record(op: str, fn, inputs: Sequence[JitTensor], dtype: DType,
     out.device, out.runtime, out.node, out.stream, out.pos = (device, runtime, node, stream,
                                                                len(refs))
     refs.append(weakref.ref(out))
-    stream.uses.append(0)
+    stream.uses.append(-1 if product else 0)  # -1: a product is a target, read or not
     if len(refs) >= STREAM_LIMIT:
         flush(runtime)
     return out
@@ -217,17 +236,22 @@ def _compute_stale(inputs: Sequence[JitTensor], runtime: Runtime) -> None:
 
 def materialize(x: LazyTensor) -> None:
     """Compute ``x`` (and with it everything pending on its device that is referenced)."""
-    with x.runtime._lock:
-        if pending(x):
-            flush(x.runtime, x)
+    if type(x) is LazyTensor and x.node is not None:
+        flush(x.runtime, x)  # which checks again, under the runtime's lock
 
 
 def flush(runtime: Runtime, first: LazyTensor | None = None) -> None:
-    """Compute every pending tensor of ``runtime`` that something outside the stream still
-    references (and ``first``), in fused kernels; forget the rest of the stream."""
+    """Compute the deferred updates of ``runtime`` and every pending tensor that something
+    outside the stream still references (and ``first``), in fused kernels; forget the rest of
+    the stream."""
     with runtime._lock:
+        if runtime.lazy_updates:
+            _run_updates(runtime)
         stream = runtime.lazy_stream
-        if not stream.refs and first is None:
+        if first is None:
+            if not stream.refs:
+                return
+        elif first.node is None:  # computed meanwhile, by another thread's flush
             return
         runtime.lazy_stream = Stream()
         try:
@@ -276,6 +300,60 @@ def _flush(runtime: Runtime, stream: Stream, first: LazyTensor | None) -> None:
 
 _fused = None
 
+
+# -- deferred optimizer updates ------------------------------------------------------------------
+
+#: Deferred updates per device beyond which they are computed while recording.
+UPDATE_LIMIT = 256
+
+
+class Update:
+    """One deferred optimizer update (``kernels.optim``): its computed, plain inputs, its
+    scalars, and the lazy tensors of its results, computed by the next flush of the device
+    (any read of one of them flushes). The pending results' ``node``."""
+
+    __slots__ = ("op", "inputs", "scalars", "shape", "dtype", "outs")
+
+
+def defer_update(inputs: list[JitTensor], scalars: tuple, shape: tuple[int, ...], dtype: DType,
+                 device: Device, runtime: Runtime) -> tuple[LazyTensor, ...]:
+    """Lazy tensors for the results of the optimizer update ``kernels.optim.adam_step`` of
+    ``inputs`` (value, grad and moments), computed with the device's other deferred updates."""
+    for x in inputs:
+        if type(x) is LazyTensor and x.node is not None:
+            flush(runtime, x)  # an update reads memory: its inputs exist before it is deferred
+    update = _new(Update)
+    update.op, update.inputs, update.scalars, update.shape, update.dtype = (
+        "adam_step", inputs, scalars, shape, dtype)
+    strides = contiguous_strides(shape)
+    outs = []
+    for _ in range(3):
+        out = _new(LazyTensor)
+        out.shape, out.strides, out.offset, out.dtype = shape, strides, 0, dtype
+        out.device, out.runtime, out.node, out.stream, out.pos = (device, runtime, update, None,
+                                                                   0)
+        outs.append(out)
+    update.outs = tuple(outs)
+    runtime.lazy_updates.append(update)
+    if len(runtime.lazy_updates) >= UPDATE_LIMIT:
+        flush(runtime)
+    return update.outs
+
+
+def _run_updates(runtime: Runtime) -> None:
+    global _optim
+    if _optim is None:  # kernels.optim imports this module: bound on first use
+        from burnish.jit.kernels import optim as _optim
+    updates, runtime.lazy_updates = runtime.lazy_updates, []
+    depth = suspend()
+    try:
+        _optim.run_updates(runtime, updates)
+    finally:
+        resume(depth)
+
+
+_optim = None
+
 # What ``_referenced`` says of each recorded tensor.
 GONE, INSIDE, TARGET = 0, 1, 2
 # References to a pending tensor that ``_referenced`` itself holds: the ``live`` list, the
@@ -311,11 +389,16 @@ def _referenced(live: list[LazyTensor | None], first: LazyTensor | None,
 
 def _groups(targets: list[LazyTensor]) -> list[list[LazyTensor]]:
     """``targets`` split into kernels: one shape per kernel, each kernel after those computing
-    the targets it reads (targets of another shape are inputs to it, read from memory)."""
+    the targets it reads (targets of another shape are inputs to it, read from memory). A
+    product starts a kernel; the elementwise targets of its shape after it join that kernel."""
     target_ids = {id(t) for t in targets}
     groups: list[list[LazyTensor]] = []
     where: dict[int, int] = {}
     for t in targets:
+        if t.node.fn is PRODUCT:  # a kernel of its own, after the targets it reads (all of them)
+            groups.append([t])
+            where[id(t)] = len(groups) - 1
+            continue
         after = max((where[id(d)] for d in _target_inputs(t, target_ids) if d.shape != t.shape),
                     default=-1)
         at = next((g for g in range(len(groups) - 1, after, -1)

@@ -53,6 +53,8 @@ class Runtime(ABC):
         self.lazy_lone: dict[Any, int] = {}
         #: What ``lazy_lone`` keys its predictions by: the last flush's plan (its id).
         self.lazy_context: int | None = None
+        #: Optimizer updates deferred while recording (``lazy.defer_update``).
+        self.lazy_updates: list[Any] = []
         #: The fused kernels made on this device, by key (``kernels.fused.FusedProgram``).
         self.fused_programs: dict[Any, Any] = {}
 
@@ -97,6 +99,13 @@ class Runtime(ABC):
         False, with nothing enqueued, leaves the product to ``burnish.jit``. Runtimes without
         such a library keep this default."""
         return False
+
+    def fuses_product(self, dtype: Any, macs: int) -> bool:
+        """Whether ``burnish.fusion`` may record a product of ``dtype`` and ``macs``
+        multiply-adds, to run it in ``burnish.jit``'s kernel together with the elementwise ops
+        that follow it (a bias, an activation). Runtimes whose products go to a vendor library
+        say no where that library is much faster on the GPU."""
+        return True
 
     @abstractmethod
     def sync(self) -> None:

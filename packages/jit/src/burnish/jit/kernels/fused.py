@@ -29,6 +29,7 @@ from burnish.jit.kernels.elementwise import (
     info_scalar,
     scalar_words,
 )
+from burnish.jit.kernels.matmul import Epilogue, Layout, _plain_kernel, _tiled_kernel, matmul
 from burnish.jit.runtime import MAX_GROUPS_X, Runtime
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
@@ -74,17 +75,18 @@ def replay(runtime: Runtime, launches: list[Launch | Replan], live: list[lazy.La
            buffers: list) -> None:
     """Make the ``launches`` an earlier flush of the same structure made, for ``live`` (the
     recorded tensors, by position) reading ``buffers`` (the stream's computed inputs)."""
-    depth = lazy.suspend()
-    try:
-        for launch in launches:
-            if type(launch) is Launch:
-                launch.run(runtime, live, buffers)
-            elif type(launch) is Lone:
+    for launch in launches:
+        if type(launch) is Launch:  # launches its kernel itself: nothing to record
+            launch.run(runtime, live, buffers)
+            continue
+        depth = lazy.suspend()  # the rest run elementwise ops, eagerly
+        try:
+            if type(launch) is Lone:
                 _compute_lone(live[launch.target])
             else:
                 _run(runtime, [live[p] for p in launch.targets])
-    finally:
-        lazy.resume(depth)
+        finally:
+            lazy.resume(depth)
 
 
 class Launch:
@@ -154,7 +156,10 @@ def kernel_strides(x: JitTensor, node_shape: tuple[int, ...],
 
 
 class _Plan:
-    """A group laid out for one kernel: nodes in order, memory reads, buffers, metadata."""
+    """A group laid out for one kernel: nodes in order, memory reads, buffers, metadata. A
+    group that holds a product (``lazy.PRODUCT``) is the product's kernel, whose epilogue
+    evaluates the group's other ops on each accumulated value (``product``: the product's
+    position among the nodes and its ``Layout``)."""
 
     def __init__(self, targets: list[lazy.LazyTensor]):
         self.targets = targets
@@ -166,6 +171,7 @@ class _Plan:
         buffer_at: dict[tuple, int] = {}
         self.reads: list[tuple[int, int, tuple[int, ...]]] = []  # (buffer, offset, strides)
         read_at: dict[tuple, int] = {}
+        self.product: tuple[int, Layout] | None = None
         structure = []
         for t in self.nodes:
             node, refs = t.node, []
@@ -177,12 +183,20 @@ class _Plan:
                 slot = buffer_at.setdefault((id(buffer), x.dtype), len(self.buffers))
                 if slot == len(self.buffers):
                     self.buffers.append(x)
+                if node.fn is lazy.PRODUCT:  # an operand: the product kernel reads it
+                    refs.append(("m", slot))
+                    continue
                 read = (slot, x.offset, kernel_strides(x, node.shape, shape))
                 refs.append(("r", read_at.setdefault(read, len(self.reads))))
                 if refs[-1][1] == len(self.reads):
                     self.reads.append(read)
+            kind = ir.compute_type(node.dtype)
+            if node.fn is lazy.PRODUCT:
+                self.product = (len(structure), Layout(*node.inputs))
+                kind = self.product[1].key()
             structure.append((node.op, tuple(refs), tuple(x.dtype.name for x in node.inputs),
-                              node.dtype.name, tuple(ir.compute_type(d) for _, d in node.scalars)))
+                              node.dtype.name, tuple(ir.compute_type(d) for _, d in node.scalars),
+                              kind))
         self.flat = all(s == p for _, _, strides in self.reads
                         for s, p, size in zip(strides, plain, shape) if size != 1)
         self.outputs = tuple(at[id(t)] for t in targets)
@@ -192,8 +206,10 @@ class _Plan:
         self.rank = rank
 
     def info_prefix(self) -> list[int]:
-        """The launch's metadata words before the ops' scalars: size, shape, read layouts."""
-        words = [numel(self.shape)]
+        """The launch's metadata words before the ops' scalars: the product's, then size,
+        shape, read layouts."""
+        words = [] if self.product is None else list(self.product[1].info)
+        words.append(numel(self.shape))
         if not self.flat:
             words += list(self.shape)
         for _, offset, strides in self.reads:
@@ -209,24 +225,53 @@ class _Plan:
                 words += scalar_words(value, dtype)
         return np.asarray(words, dtype=np.int32)
 
-    def build(self) -> ir.Kernel:
-        ndim = len(self.shape)
-        k = KernelBuilder("fused", (WORKGROUP, 1, 1))
+    def grid(self) -> tuple[int, int, int]:
+        """The launch's workgroups, split across x and y when there are many."""
+        if self.product is None:
+            groups = -(-numel(self.shape) // WORKGROUP)
+        else:
+            layout = self.product[1]
+            groups = (-(-layout.invocations // WORKGROUP) if layout.tiling is None
+                      else layout.groups)
+        gx = min(groups, MAX_GROUPS_X)
+        return (gx, -(-groups // gx), 1)
+
+    def declare(self, k: KernelBuilder) -> tuple[list[ir.Buffer], list[ir.Buffer]]:
+        """The kernel's buffers: the targets written, then the buffers read."""
         outs = [k.buffer("out", t.dtype, writable=True) for t in self.targets]
-        bufs = [k.buffer("in", b.dtype) for b in self.buffers]
+        return outs, [k.buffer("in", b.dtype) for b in self.buffers]
+
+    def build(self) -> ir.Kernel:
+        if self.product is not None:
+            layout = self.product[1]
+            epilogue = _Epilogue(self)
+            if layout.tiling is None:
+                return _plain_kernel(*layout.base, epilogue=epilogue)
+            return _tiled_kernel(layout.tiling, *layout.base, epilogue=epilogue)
+        k = KernelBuilder("fused", (WORKGROUP, 1, 1))
+        outs, bufs = self.declare(k)
         i = k.global_index()
         with k.if_(i >= k.info(0)):
             k.return_()
-        at = 1
+        self.evaluate(k, outs, bufs, i, 0)
+        return k.build()
+
+    def evaluate(self, k: KernelBuilder, outs: list[ir.Buffer], bufs: list[ir.Buffer],
+                 i: ir.Expr, base: int, product: ir.Expr | None = None) -> None:
+        """Compute element ``i`` (row-major over the group's shape) of every target and store
+        it; the group's metadata starts at ``info[base]``, and ``product`` is the product's
+        accumulated value there (in a product's kernel)."""
+        ndim = len(self.shape)
+        at = base + 1
         coords = []
         if not self.flat:
             at += ndim
             coords = [None] * ndim
             rest = k.let(i, "rest")
             for d in reversed(range(ndim)):
-                coords[d] = k.let(rest % k.info(1 + d), "c")
+                coords[d] = k.let(rest % k.info(base + 1 + d), "c")
                 if d:
-                    k.assign(rest, rest / k.info(1 + d))
+                    k.assign(rest, rest / k.info(base + 1 + d))
         loaded = []
         for slot, _, _ in self.reads:
             if self.flat:
@@ -239,23 +284,44 @@ class _Plan:
                 at += 1 + ndim
             loaded.append(k.let(bufs[slot][pos], "x"))
         values = []
-        for t, (_, refs, _, _, scalar_types) in zip(self.nodes, self.key[2]):
+        for t, (_, refs, _, _, scalar_types, _) in zip(self.nodes, self.key[2]):
             node = t.node
-            inputs = [values[j] if kind == "v" else loaded[j] for kind, j in refs]
-            scalars = []
-            for ty in scalar_types:
-                scalars.append(info_scalar(k, at, ty))
-                at += 2 if ty in ("i64", "f64") else 1
-            if getattr(node.fn, "uses_builder", False):
-                result = node.fn(inputs, scalars, k)
+            if node.fn is lazy.PRODUCT:
+                result = product
             else:
-                result = node.fn(inputs, scalars)
+                inputs = [values[j] if kind == "v" else loaded[j] for kind, j in refs]
+                scalars = []
+                for ty in scalar_types:
+                    scalars.append(info_scalar(k, at, ty))
+                    at += 2 if ty in ("i64", "f64") else 1
+                if getattr(node.fn, "uses_builder", False):
+                    result = node.fn(inputs, scalars, k)
+                else:
+                    result = node.fn(inputs, scalars)
             # Round or wrap to the op's dtype, as storing and loading it would.
             result = ir.lift(result, ir.compute_type(node.dtype)).cast(node.dtype)
             values.append(k.let(result, "f"))
         for buf, j in zip(outs, self.outputs):
             k.store(buf, i, values[j])
-        return k.build()
+
+
+class _Epilogue(Epilogue):
+    """A product kernel's buffers and stores for a group holding the product: the group's
+    targets are written at each accumulated value's element."""
+
+    def __init__(self, plan: _Plan):
+        self.plan = plan
+
+    def declare(self, k: KernelBuilder, dtype: str, has_bias: bool) -> tuple[ir.Buffer, ...]:
+        self.outs, self.bufs = self.plan.declare(k)
+        position = self.plan.product[0]
+        refs = self.plan.key[2][position][1]  # the product's operands: ("m", slot) each
+        return tuple(self.bufs[slot] for _, slot in refs)
+
+    def store(self, k: KernelBuilder, acc: ir.Expr, batch: ir.Expr, row: ir.Expr,
+              col: ir.Expr, index: ir.Expr) -> None:
+        self.plan.evaluate(k, self.outs, self.bufs, k.let(index, "e"),
+                           len(self.plan.product[1].info), acc)
 
 
 def _in_order(targets: list[lazy.LazyTensor]) -> list[lazy.LazyTensor]:
@@ -301,9 +367,7 @@ def _run(runtime: Runtime, targets: list[lazy.LazyTensor],
     nbytes = [n * runtime.generator.storage_numpy(t.dtype.name).itemsize for t in targets]
     outs = [runtime.pool.alloc(size) for size in nbytes]
     handles = [b.handle for b in outs] + [x.buffer.handle for x in plan.buffers]
-    groups = -(-n // WORKGROUP)
-    gx = min(groups, MAX_GROUPS_X)
-    grid = (gx, -(-groups // gx), 1)
+    grid = plan.grid()
     launch = None if stream is None else Launch(plan, stream, compiled, program, grid, nbytes)
     runtime.dispatch(compiled, handles, info, grid)
     for t, buffer in zip(targets, outs):
@@ -314,7 +378,14 @@ def _run(runtime: Runtime, targets: list[lazy.LazyTensor],
 
 def _split(runtime: Runtime, plan: _Plan) -> None:
     """Run a group too large for one launch as two: the first half of its ops (with what the
-    second half reads from them as outputs), then the rest reading those from memory."""
+    second half reads from them as outputs), then the rest reading those from memory. A
+    product's group: the product alone, then the rest."""
+    if plan.product is not None:
+        _compute_lone(plan.nodes[plan.product[0]])
+        rest = [t for t in plan.targets if lazy.pending(t)]
+        if rest:
+            _run(runtime, rest)
+        return
     half = len(plan.nodes) // 2
     first = {id(t) for t in plan.nodes[:half]}
     wanted = {id(t) for t in plan.targets}
@@ -331,8 +402,12 @@ def _split(runtime: Runtime, plan: _Plan) -> None:
 
 
 def _compute_lone(t: lazy.LazyTensor) -> None:
-    """Compute ``t``, whose inputs are all computed, with its op's own elementwise kernel."""
+    """Compute ``t``, whose inputs are all computed, with its op's own kernel."""
     node = t.node
+    if node.fn is lazy.PRODUCT:
+        t.buffer = matmul(*node.inputs).buffer
+        t.node = None
+        return
     out = None
     if not node.inputs:  # a constant: elementwise needs somewhere to write
         itemsize = t.runtime.generator.storage_numpy(t.dtype.name).itemsize
@@ -349,6 +424,9 @@ def _run_eagerly(plan: _Plan) -> None:
     for t in plan.nodes:
         node = t.node
         inputs = [done.get(id(x), x) for x in node.inputs]
+        if node.fn is lazy.PRODUCT:
+            done[id(t)] = matmul(*inputs)
+            continue
         out = None
         if not inputs:  # a constant
             itemsize = t.runtime.generator.storage_numpy(t.dtype.name).itemsize

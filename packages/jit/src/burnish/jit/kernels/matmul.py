@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from burnish.jit import autotune, ir
+from burnish.jit import autotune, ir, lazy
 from burnish.jit.builder import KernelBuilder
 from burnish.jit.kernels.elementwise import WORKGROUP, elementwise
 from burnish.jit.tensor import JitTensor, numel
@@ -66,17 +66,25 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
     """``a [..., M, K] @ b [..., K, N]`` with the batch dims broadcast, as a new plain tensor of
     ``a``'s dtype (both operands have it). With ``bias`` (plain, ``[groups * M]``), batch
     ``i``'s row ``m`` gets ``bias[(i % groups) * M + m]`` added before the one rounding.
-    ``out``, when given, is written instead: a plain tensor of the result's shape."""
+    ``out``, when given, is written instead: a plain tensor of the result's shape. While
+    ``burnish.fusion`` records, a product the runtime lets fusion take (``fuses_product``) is
+    recorded instead, for the elementwise ops that follow it to run in its kernel."""
     runtime, dtype = a.runtime, a.dtype
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = _broadcast(a.shape[:-2], b.shape[:-2])
     shape = batch + (m, n)
+    count = numel(batch)
+    if (out is None and bias is None and lazy.RECORDING.depth and m and n and k and count
+            and runtime.fuses_product(dtype, count * m * n * k)):
+        pending = lazy.record("matmul", lazy.PRODUCT, (a, b), dtype, (), shape, runtime,
+                              a.device)
+        if pending is not None:  # None: predicted to be flushed alone, so it runs now
+            return pending
     if out is None:
         itemsize = runtime.generator.storage_numpy(dtype.name).itemsize
         out = JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape, dtype, a.device,
                         runtime)
-    count = numel(batch)
     if m == 0 or n == 0 or count == 0:
         return out
     if k == 0:
@@ -84,33 +92,63 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
         return out
     if bias is None and runtime.library_matmul(a, b, out, batch):
         return out
-    dims, a_strides, b_strides = _collapse(batch, _batch_strides(a, batch),
-                                           _batch_strides(b, batch))
-    info = [m, n, k, 0, 0, a.offset, a.strides[-2], a.strides[-1], b.offset, b.strides[-2],
-            b.strides[-1], out.offset, groups, count * m * n, *dims, *a_strides, *b_strides]
-    # Unit strides are spelled without a multiply, and pick which way tiles are read.
-    layout = tuple(s == 1 for s in (a.strides[-2], a.strides[-1], b.strides[-2], b.strides[-1]))
+    layout = Layout(a, b, out.offset, groups, bias is not None)
     buffers = [out.buffer, a.buffer, b.buffer] + ([bias.buffer] if bias is not None else [])
-    base = (dtype.name, len(dims), layout, bias is not None)
-
-    if min(m, n) < MIN_TILED or m * n * k < MIN_TILED_WORK:
-        runtime.launch(("matmul_plain", *base), lambda: _plain_kernel(*base), buffers, info,
-                       invocations=count * m * n)
+    if layout.tiling is None:
+        runtime.launch(layout.key(), lambda: _plain_kernel(*layout.base), buffers, layout.info,
+                       invocations=layout.invocations)
         return out
 
     def run(name: str) -> None:
         tiling = _BY_NAME[name]
-        tiles_m, tiles_n = -(-m // tiling.tm), -(-n // tiling.tn)
-        info[TILES_M], info[TILES_N] = tiles_m, tiles_n
-        runtime.launch(("matmul_tiled", tiling, *base), lambda: _tiled_kernel(tiling, *base),
-                       buffers, info, groups=count * tiles_m * tiles_n)
+        layout.tile(tiling)
+        runtime.launch(layout.key(), lambda: _tiled_kernel(tiling, *layout.base), buffers,
+                       layout.info, groups=layout.groups)
 
-    flags = "".join("1" if unit else "s" for unit in layout)
+    flags = "".join("1" if unit else "s" for unit in layout.base[2])
     key = (f"matmul/{dtype.name}/{flags}{'/bias' if bias is not None else ''}/"
            f"{autotune.shape_class(count, m, n, k)}")
     choice = autotune.choose(runtime.device_name, key, _candidates(m, n), run, runtime.sync)
     run(choice)
     return out
+
+
+class Layout:
+    """What a product's launch carries besides its buffers: the metadata words, the kernel's
+    structural parameters (``base``: dtype, batch rank, unit strides, bias), and the tiling
+    (``None``: the plain kernel, for small and thin products) with the grid it needs."""
+
+    def __init__(self, a: JitTensor, b: JitTensor, out_offset: int = 0, groups: int = 1,
+                 has_bias: bool = False):
+        m, k = a.shape[-2:]
+        n = b.shape[-1]
+        batch = _broadcast(a.shape[:-2], b.shape[:-2])
+        count = numel(batch)
+        dims, a_strides, b_strides = _collapse(batch, _batch_strides(a, batch),
+                                               _batch_strides(b, batch))
+        self.info = [m, n, k, 0, 0, a.offset, a.strides[-2], a.strides[-1], b.offset,
+                     b.strides[-2], b.strides[-1], out_offset, groups, count * m * n, *dims,
+                     *a_strides, *b_strides]
+        # Unit strides are spelled without a multiply, and pick which way tiles are read.
+        layout = tuple(s == 1 for s in (a.strides[-2], a.strides[-1], b.strides[-2],
+                                        b.strides[-1]))
+        self.base = (a.dtype.name, len(dims), layout, has_bias)
+        self.invocations = count * m * n
+        self.m, self.n, self.count = m, n, count
+        self.tiling: Tiling | None = None
+        if not (min(m, n) < MIN_TILED or m * n * k < MIN_TILED_WORK):
+            self.tile(_BY_NAME[_candidates(m, n)[0]])
+
+    def tile(self, tiling: Tiling) -> None:
+        """Use ``tiling`` (the tile counts are part of the metadata)."""
+        self.tiling = tiling
+        self.info[TILES_M], self.info[TILES_N] = -(-self.m // tiling.tm), -(-self.n // tiling.tn)
+        self.groups = self.count * self.info[TILES_M] * self.info[TILES_N]
+
+    def key(self) -> tuple:
+        if self.tiling is None:
+            return ("matmul_plain", *self.base)
+        return ("matmul_tiled", self.tiling, *self.base)
 
 
 def _candidates(m: int, n: int) -> list[str]:
@@ -166,11 +204,26 @@ def _zero_or_bias(out: JitTensor, bias: JitTensor | None, groups: int, m: int, n
 # -- kernels ---------------------------------------------------------------------------------
 
 
-def _operands(k: KernelBuilder, dtype: str, has_bias: bool):
-    out = k.buffer("out", dtype, writable=True)
-    a, b = k.buffer("a", dtype), k.buffer("b", dtype)
-    bias = k.buffer("bias", dtype) if has_bias else None
-    return out, a, b, bias
+class Epilogue:
+    """How a product kernel binds its buffers and stores its results: by default its output
+    (and bias); ``kernels.fused`` gives one that evaluates the elementwise ops recorded after
+    the product on each accumulated value, in registers, and stores their results."""
+
+    def declare(self, k: KernelBuilder, dtype: str, has_bias: bool) -> tuple[ir.Buffer, ...]:
+        """Declare the kernel's buffers; returns ``a`` and ``b``."""
+        self.out = k.buffer("out", dtype, writable=True)
+        a, b = k.buffer("a", dtype), k.buffer("b", dtype)
+        self.bias = k.buffer("bias", dtype) if has_bias else None
+        return a, b
+
+    def store(self, k: KernelBuilder, acc: ir.Expr, batch: ir.Expr, row: ir.Expr,
+              col: ir.Expr, index: ir.Expr) -> None:
+        """Store the value ``acc`` accumulated for output ``(batch, row, col)``, element
+        ``index`` of the plain result (without its offset)."""
+        value = acc
+        if self.bias is not None:
+            value = acc + self.bias[(batch % k.info(GROUPS)) * k.info(M) + row]
+        k.store(self.out, k.info(OUT_OFF) + index, value)
 
 
 def _batch_bases(k: KernelBuilder, index: ir.Expr, ndim: int) -> tuple[ir.Expr, ir.Expr]:
@@ -192,17 +245,12 @@ def _scaled(value: ir.Expr, stride: ir.Expr, unit: bool) -> ir.Expr:
     return value if unit else value * stride
 
 
-def _finish(k: KernelBuilder, acc: ir.Expr, bias: ir.Buffer | None, batch: ir.Expr,
-            row: ir.Expr) -> ir.Expr:
-    if bias is None:
-        return acc
-    return acc + bias[(batch % k.info(GROUPS)) * k.info(M) + row]
-
-
-def _plain_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: bool) -> ir.Kernel:
+def _plain_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: bool,
+                  epilogue: Epilogue | None = None) -> ir.Kernel:
     """One output element per invocation: a dot product over K read through strides."""
     k = KernelBuilder("matmul_plain", (WORKGROUP, 1, 1))
-    out, a, b, bias = _operands(k, dtype, has_bias)
+    epilogue = epilogue or Epilogue()
+    a, b = epilogue.declare(k, dtype, has_bias)
     ty = ir.compute_type(dtype)
     i = k.global_index()
     with k.if_(i >= k.info(TOTAL)):
@@ -218,7 +266,7 @@ def _plain_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: boo
     with k.for_(0, k.info(K), name="kk") as kk:
         k.assign(acc, acc + a[a_at + _scaled(kk, k.info(A_SK), layout[1])]
                  * b[b_at + _scaled(kk, k.info(B_SK), layout[2])])
-    k.store(out, k.info(OUT_OFF) + i, _finish(k, acc, bias, batch, row))
+    epilogue.store(k, acc, batch, row, col, i)
     return k.build()
 
 
@@ -229,7 +277,7 @@ PITCH_PAD = 4
 
 
 def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...],
-                  has_bias: bool) -> ir.Kernel:
+                  has_bias: bool, epilogue: Epilogue | None = None) -> ir.Kernel:
     """A workgroup per ``tm x tn`` output tile, stepping through K ``tk`` at a time: the
     workgroup copies an ``tm x tk`` tile of ``a`` and a ``tk x tn`` tile of ``b`` into
     workgroup memory (zeros past the edges), then every invocation multiplies them into its
@@ -245,7 +293,8 @@ def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...
     pad = 0 if ty in ("i64", "f64") else PITCH_PAD
     a_pitch, b_pitch = tm + pad, tn + pad
     k = KernelBuilder("matmul_tiled", (threads, 1, 1))
-    out, a, b, bias = _operands(k, dtype, has_bias)
+    epilogue = epilogue or Epilogue()
+    a, b = epilogue.declare(k, dtype, has_bias)
     a_tile = k.shared(ty, tk * a_pitch)
     b_tile = k.shared(ty, tk * b_pitch)
     # Metadata read once: loop bounds and strides then live in registers.
@@ -318,13 +367,12 @@ def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...
                     k.assign(acc[i][j], acc[i][j] + a_regs[i] * b_regs[j])
         k.barrier()
 
-    out_base = k.let(k.info(OUT_OFF) + batch * m_size * n_size, "o")
+    out_base = k.let(batch * m_size * n_size, "o")
     for i in range(rm):
         row = k.let(m0 + a_rows[i], "row")
         with k.if_(row < m_size):
             for j in range(rn):
                 col = k.let(n0 + b_cols[j], "col")
                 with k.if_(col < n_size):
-                    k.store(out, out_base + row * n_size + col,
-                            _finish(k, acc[i][j], bias, batch, row))
+                    epilogue.store(k, acc[i][j], batch, row, col, out_base + row * n_size + col)
     return k.build()
