@@ -95,3 +95,14 @@ def test_an_optimizer_steps_updates_share_launches(device):
     assert launches(device) - before == wanted
     for got, want in zip(results, expected):
         np.testing.assert_array_equal(got.to_data().to_numpy(), want.to_data().to_numpy())
+
+
+def test_a_product_group_too_large_for_one_launch_still_computes(device):
+    values, weight = sample((6, 5), 9), sample((5, 4), 10)
+    biases = [sample((4,), 11 + j) for j in range(70)]  # more buffers than a launch binds
+    x, w, *bs = tensors(device, values, weight, *biases)
+    y = x @ w
+    expected = values.astype(np.float64) @ weight
+    for b, bias in zip(bs, biases):
+        y, expected = y + b, expected + bias
+    np.testing.assert_allclose(y.to_data().to_numpy(), expected, rtol=1e-4, atol=1e-4)

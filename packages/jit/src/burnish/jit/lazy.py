@@ -81,8 +81,8 @@ class Node:
     """One recorded elementwise op: ``fn(values, scalars)`` over ``inputs`` broadcast to
     ``shape`` (``fn(values, scalars, builder)`` when ``fn.uses_builder``), or a matrix product
     of its two inputs (``fn is PRODUCT``). ``op`` names ``fn`` together with the dtypes, as for
-    ``kernels.elementwise``. Only ``record`` makes them, setting
-    the six fields without an ``__init__`` call."""
+    ``kernels.elementwise``. Only ``record`` makes them, setting the six fields without an
+    ``__init__`` call."""
 
     __slots__ = ("op", "fn", "inputs", "dtype", "scalars", "shape")
 
@@ -309,8 +309,8 @@ UPDATE_LIMIT = 256
 
 class Update:
     """One deferred optimizer update (``kernels.optim``): its computed, plain inputs, its
-    scalars, and the lazy tensors of its results, computed by the next flush of the device
-    (any read of one of them flushes). The pending results' ``node``."""
+    scalars, and the lazy tensors of its results (whose ``node`` it is while they are pending),
+    computed by the next flush of the device (any read of one of them flushes)."""
 
     __slots__ = ("op", "inputs", "scalars", "shape", "dtype", "outs")
 
@@ -334,7 +334,8 @@ def defer_update(inputs: list[JitTensor], scalars: tuple, shape: tuple[int, ...]
                                                                    0)
         outs.append(out)
     update.outs = tuple(outs)
-    runtime.lazy_updates.append(update)
+    with runtime._lock:  # not lost to a flush of another thread taking the list
+        runtime.lazy_updates.append(update)
     if len(runtime.lazy_updates) >= UPDATE_LIMIT:
         flush(runtime)
     return update.outs

@@ -29,7 +29,7 @@ from burnish.jit.kernels.elementwise import (
     info_scalar,
     scalar_words,
 )
-from burnish.jit.kernels.matmul import Epilogue, Layout, _plain_kernel, _tiled_kernel, matmul
+from burnish.jit.kernels.matmul import Epilogue, Layout, matmul
 from burnish.jit.runtime import MAX_GROUPS_X, Runtime
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
@@ -190,7 +190,7 @@ class _Plan:
                 refs.append(("r", read_at.setdefault(read, len(self.reads))))
                 if refs[-1][1] == len(self.reads):
                     self.reads.append(read)
-            kind = ir.compute_type(node.dtype)
+            kind = None  # a product's: its kernel's structure
             if node.fn is lazy.PRODUCT:
                 self.product = (len(structure), Layout(*node.inputs))
                 kind = self.product[1].key()
@@ -230,9 +230,7 @@ class _Plan:
         if self.product is None:
             groups = -(-numel(self.shape) // WORKGROUP)
         else:
-            layout = self.product[1]
-            groups = (-(-layout.invocations // WORKGROUP) if layout.tiling is None
-                      else layout.groups)
+            groups = self.product[1].workgroups()
         gx = min(groups, MAX_GROUPS_X)
         return (gx, -(-groups // gx), 1)
 
@@ -243,11 +241,7 @@ class _Plan:
 
     def build(self) -> ir.Kernel:
         if self.product is not None:
-            layout = self.product[1]
-            epilogue = _Epilogue(self)
-            if layout.tiling is None:
-                return _plain_kernel(*layout.base, epilogue=epilogue)
-            return _tiled_kernel(layout.tiling, *layout.base, epilogue=epilogue)
+            return self.product[1].kernel(_Epilogue(self))
         k = KernelBuilder("fused", (WORKGROUP, 1, 1))
         outs, bufs = self.declare(k)
         i = k.global_index()

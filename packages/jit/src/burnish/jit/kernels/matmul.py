@@ -150,6 +150,15 @@ class Layout:
             return ("matmul_plain", *self.base)
         return ("matmul_tiled", self.tiling, *self.base)
 
+    def workgroups(self) -> int:
+        return -(-self.invocations // WORKGROUP) if self.tiling is None else self.groups
+
+    def kernel(self, epilogue: Epilogue) -> ir.Kernel:
+        """The product's kernel, its results stored by ``epilogue``."""
+        if self.tiling is None:
+            return _plain_kernel(*self.base, epilogue=epilogue)
+        return _tiled_kernel(self.tiling, *self.base, epilogue=epilogue)
+
 
 def _candidates(m: int, n: int) -> list[str]:
     """The tile shapes to time, the default (used untimed when tuning is off) first: large

@@ -61,7 +61,7 @@ def _grid(n: int) -> tuple[int, int, int]:
     return (gx, -(-groups // gx), 1)
 
 
-def _update(k: KernelBuilder, dtype, scalars: list[ir.Expr], outs: list[ir.Buffer],
+def _update(k: KernelBuilder, scalars: list[ir.Expr], outs: list[ir.Buffer],
             ins: list[ir.Buffer], i: ir.Expr, at: list[ir.Expr]) -> None:
     """Element ``i`` of one update: reads ``ins`` at ``i + at[j]``, writes ``outs`` at ``i``."""
     beta_1, keep_1, beta_2, keep_2, epsilon, step = scalars
@@ -93,7 +93,7 @@ def _adam_kernel(dtype) -> ir.Kernel:
     i = k.global_index()
     with k.if_(i >= k.info(COUNT)):
         k.return_()
-    _update(k, dtype, _scalars(k, dtype, SCALARS), outs, ins, i,
+    _update(k, _scalars(k, dtype, SCALARS), outs, ins, i,
             [k.info(OFFSETS + j) for j in range(4)])
     return k.build()
 
@@ -112,7 +112,7 @@ def _adam_many_kernel(dtype, count: int) -> ir.Kernel:
     for j, (outs, ins) in enumerate(buffers):
         end = k.info(5 * j)
         with k.if_(i < end):
-            _update(k, dtype, scalars, outs, ins, k.let(i - start, "e"),
+            _update(k, scalars, outs, ins, k.let(i - start, "e"),
                     [k.info(5 * j + 1 + w) for w in range(4)])
             k.return_()
         start = end
