@@ -24,10 +24,12 @@ class Fusion(Backend):
 
     On a backend with a fuser (``inner.fuser()``: wgpu, rocm and cuda through ``burnish.jit``)
     elementwise ops (arithmetic, math, casts, comparisons, where and masks, activations written
-    with them) are recorded instead of launched; when a result is needed (a read, an op that is
-    not elementwise, ``sync``, or a long stream), the recorded ops become one generated kernel
-    per output shape, and intermediates nobody references are never written to memory. On a
-    backend without one (ndarray, a third party's) every op runs at once, as on ``inner``.
+    with them) and matrix products are recorded instead of launched; when a result is needed (a
+    read, an op that is not recorded, ``sync``, or a long stream), the recorded ops become one
+    generated kernel per output shape (a product's kernel evaluates the ops after it as its
+    epilogue), and intermediates nobody references are never written to memory. Optimizer
+    updates are deferred and run several per launch. On a backend without one (ndarray, a third
+    party's) every op runs at once, as on ``inner``.
 
     One instance per inner backend: ``Fusion(wgpu) is Fusion(wgpu)``; it is what
     ``burnish.backend("fusion+wgpu")`` gives. Its name is ``"fusion+" + inner.name``, its

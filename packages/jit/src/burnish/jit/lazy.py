@@ -2,14 +2,15 @@
 
 While ``recording()`` is active (``burnish.fusion`` turns it on around every op it forwards to
 a GPU backend), ``kernels.elementwise`` does not launch: it returns a ``LazyTensor`` holding a
-``Node`` (the op's expression builder, its inputs and scalars). Nothing runs until something
-needs the tensor's buffer: a read, a kernel that is not elementwise (a reduction, a matmul, a
-view), a sync, or the pending stream growing past ``STREAM_LIMIT``. Then the stream of the
-tensor's device is flushed (``flush``): every pending tensor that something outside the
-stream still references (a ``Tensor``, a saved autodiff value, a local variable) becomes an
-output, the pending tensors nobody else references are intermediates that only ever live in
-registers, and each group of outputs of one shape is one generated kernel
-(``kernels.fused``).
+``Node`` (the op's expression builder, its inputs and scalars); so does ``kernels.matmul`` for
+the products the runtime lets fusion take (``PRODUCT``), and ``kernels.optim`` defers its
+updates (``defer_update``). Nothing runs until something needs the tensor's buffer: a read, a
+kernel that is not recorded (a reduction, a view), a sync, or the pending stream growing past
+``STREAM_LIMIT``. Then the stream of the tensor's device is flushed (``flush``): every pending
+tensor that something outside the stream still references (a ``Tensor``, a saved autodiff
+value, a local variable) becomes an output, the pending tensors nobody else references are
+intermediates that only ever live in registers, and each group of outputs of one shape is one
+generated kernel (``kernels.fused``): a product's kernel for a group that holds one.
 
 Which pending tensors are referenced from outside is told by CPython's reference counts. A
 wrong guess costs speed, never correctness: a tensor that stays lazy keeps its node and
