@@ -106,3 +106,15 @@ def test_a_product_group_too_large_for_one_launch_still_computes(device):
     for b, bias in zip(bs, biases):
         y, expected = y + b, expected + bias
     np.testing.assert_allclose(y.to_data().to_numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_broadcast_batch_dims_and_an_int_product(device):
+    a, c, d = sample((2, 1, 3, 4), 90), sample((5, 4, 6), 91), sample((5, 3, 6), 92)
+    x, w, z = tensors(device, a, c, d)
+    y = (x @ w) * z  # the epilogue reads z at the (2, 5, 3, 6) result's coordinates
+    expected = (a.astype(np.float64) @ c) * d
+    np.testing.assert_allclose(y.to_data().to_numpy(), expected, rtol=1e-4, atol=1e-4)
+    ints = np.arange(12, dtype=np.int32).reshape(3, 4)
+    i, j = tensors(device, ints, ints.T.copy())
+    got = ((i @ j) - 7).to_data().to_numpy()
+    np.testing.assert_array_equal(got, ints @ ints.T - 7)
