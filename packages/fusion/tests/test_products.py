@@ -10,6 +10,7 @@ import burnish as bn
 from burnish import functional as F
 from burnish.fusion import flush, launches, programs
 from burnish.jit import lazy
+from burnish.jit.kernels.optim import updates_per_launch
 
 
 def sample(shape, seed=0) -> np.ndarray:
@@ -78,8 +79,7 @@ def test_an_optimizer_steps_updates_share_launches(device):
                 for seed, shape in enumerate(SHAPES)]
     for moments in operands:
         moments[3] = np.abs(moments[3])
-    runtime = device.backend.inner.runtime(device.native)
-    per_launch = min(runtime.max_buffers // 7, (runtime.max_info_words - 12) // 5)
+    per_launch = updates_per_launch(device.backend.inner.runtime(device.native))
     expected = [F.adam_step(*tensors(device.native, *values), **SCALARS)
                 for values in operands]  # the inner backend, one kernel per update
     inputs = [tensors(device, *values) for values in operands]

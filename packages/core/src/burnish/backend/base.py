@@ -70,9 +70,8 @@ class BackendBase(ABC):
         ops to record lazily, per thread), ``flush(device)`` (compute what is pending),
         ``programs(device)`` (the fused kernels made, for users to look at) and
         ``launches(device)`` (kernels launched so far), and may have ``eager`` (the names of
-        the ops it never records, which ``Fusion`` calls without ``begin()``/``end()``) and
-        ``recording(method)`` (``method`` wrapped to record, for ``Fusion`` to call instead of
-        bracketing it with ``begin()``/``end()`` itself); see ``burnish.jit.fuser.JitFuser``."""
+        the ops it never records, which ``Fusion`` calls without ``begin()``/``end()``); see
+        ``burnish.jit.fuser.JitFuser``."""
         return None
 
     # -- data in and out ----------------------------------------------------------------------

@@ -59,17 +59,14 @@ class Fusion(Backend):
         """Give this instance each forwarded op as an attribute, made once: the inner backend's
         bound method itself where there is nothing to add (every op when there is no fuser,
         and the ops the fuser names in ``eager``, which it never records), else wrapped to
-        record (by the fuser's ``recording(method)`` where it has one, else with
-        ``begin()``/``end()`` around the call) and to take this backend's devices.
+        record (``begin()``/``end()`` around the call) and to take this backend's devices.
         Every op of a model passes through here, so the call costs no more than it must."""
         fuser = self._fuser
         eager = frozenset() if fuser is None else getattr(fuser, "eager", frozenset())
-        recording = getattr(fuser, "recording", None) or (
-            lambda method: _recording(method, fuser.begin, fuser.end))
         for name, device_at in _FORWARDED.items():
             method = getattr(self._inner, name)
             if fuser is not None and name not in eager:
-                method = recording(method)
+                method = _recording(method, fuser.begin, fuser.end)
             if device_at is not None:
                 method = _on_inner_device(method, device_at)
             self.__dict__[name] = method

@@ -42,21 +42,6 @@ class JitFuser:
     begin = staticmethod(lazy.begin)
     end = staticmethod(lazy.end)
 
-    @staticmethod
-    def recording(method):
-        """``method`` run while recording: ``begin()``/``end()`` around it, inlined (every
-        recorded op of a model passes here)."""
-        state = lazy.RECORDING
-
-        def run(*args, **kwargs):
-            state.depth += 1
-            try:
-                return method(*args, **kwargs)
-            finally:
-                state.depth -= 1
-
-        return run
-
     def flush(self, device: Device) -> None:
         lazy.flush(self.backend.runtime(device))
 

@@ -192,7 +192,11 @@ class _Plan:
                     self.reads.append(read)
             kind = None  # a product's: its kernel's structure
             if node.fn is lazy.PRODUCT:
-                self.product = (len(structure), Layout(*node.inputs))
+                a, b = node.inputs
+                layout = Layout(a, b, node.shape[:-2])
+                if layout.tiled:
+                    layout.tile()
+                self.product = (len(structure), layout)
                 kind = self.product[1].key()
             structure.append((node.op, tuple(refs), tuple(x.dtype.name for x in node.inputs),
                               node.dtype.name, tuple(ir.compute_type(d) for _, d in node.scalars),

@@ -92,9 +92,9 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
         return out
     if bias is None and runtime.library_matmul(a, b, out, batch):
         return out
-    layout = Layout(a, b, out.offset, groups, bias is not None)
+    layout = Layout(a, b, batch, out.offset, groups, bias is not None)
     buffers = [out.buffer, a.buffer, b.buffer] + ([bias.buffer] if bias is not None else [])
-    if layout.tiling is None:
+    if not layout.tiled:
         runtime.launch(layout.key(), lambda: _plain_kernel(*layout.base), buffers, layout.info,
                        invocations=layout.invocations)
         return out
@@ -115,14 +115,15 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
 
 class Layout:
     """What a product's launch carries besides its buffers: the metadata words, the kernel's
-    structural parameters (``base``: dtype, batch rank, unit strides, bias), and the tiling
-    (``None``: the plain kernel, for small and thin products) with the grid it needs."""
+    structural parameters (``base``: dtype, batch rank, unit strides, bias), and whether it
+    takes the tiled kernel (``tiled``; small and thin products take the plain one), with the
+    tiling chosen (``tile``) and the grid it needs."""
 
-    def __init__(self, a: JitTensor, b: JitTensor, out_offset: int = 0, groups: int = 1,
-                 has_bias: bool = False):
+    def __init__(self, a: JitTensor, b: JitTensor, batch: tuple[int, ...],
+                 out_offset: int = 0, groups: int = 1, has_bias: bool = False):
+        """``batch``: the broadcast batch dims of ``a`` and ``b``."""
         m, k = a.shape[-2:]
         n = b.shape[-1]
-        batch = _broadcast(a.shape[:-2], b.shape[:-2])
         count = numel(batch)
         dims, a_strides, b_strides = _collapse(batch, _batch_strides(a, batch),
                                                _batch_strides(b, batch))
@@ -135,12 +136,13 @@ class Layout:
         self.base = (a.dtype.name, len(dims), layout, has_bias)
         self.invocations = count * m * n
         self.m, self.n, self.count = m, n, count
+        self.tiled = not (min(m, n) < MIN_TILED or m * n * k < MIN_TILED_WORK)
         self.tiling: Tiling | None = None
-        if not (min(m, n) < MIN_TILED or m * n * k < MIN_TILED_WORK):
-            self.tile(_BY_NAME[_candidates(m, n)[0]])
 
-    def tile(self, tiling: Tiling) -> None:
-        """Use ``tiling`` (the tile counts are part of the metadata)."""
+    def tile(self, tiling: Tiling | None = None) -> None:
+        """Use ``tiling`` (the default for the output's size when not given; the tile counts
+        are part of the metadata)."""
+        tiling = tiling or _BY_NAME[_candidates(self.m, self.n)[0]]
         self.tiling = tiling
         self.info[TILES_M], self.info[TILES_N] = -(-self.m // tiling.tm), -(-self.n // tiling.tn)
         self.groups = self.count * self.info[TILES_M] * self.info[TILES_N]

@@ -31,7 +31,7 @@ def adam_step(value: JitTensor, grad: JitTensor, moment_1: JitTensor, moment_2: 
     inputs = [plain(x) for x in (value, grad, moment_1, moment_2)]
     n = numel(shape)
     scalars = (beta_1, 1.0 - beta_1, beta_2, 1.0 - beta_2, epsilon, -step_size)
-    if lazy.RECORDING.depth and n and runtime.max_buffers >= 2 * UPDATE_BUFFERS:
+    if lazy.RECORDING.depth and n and updates_per_launch(runtime) >= 2:
         return lazy.defer_update(inputs, scalars, shape, dtype, device, runtime)
     nbytes = n * runtime.generator.storage_numpy(dtype.name).itemsize
     pool = runtime.pool
@@ -119,14 +119,19 @@ def _adam_many_kernel(dtype, count: int) -> ir.Kernel:
     return k.build()
 
 
+def updates_per_launch(runtime: Runtime) -> int:
+    """How many updates one launch of ``runtime`` carries: seven buffers and five info words
+    each, and the scalars take up to twelve words more."""
+    return min(runtime.max_buffers // UPDATE_BUFFERS, (runtime.max_info_words - 12) // 5)
+
+
 def run_updates(runtime: Runtime, updates: list[lazy.Update]) -> None:
     """Compute deferred updates: those of one dtype and scalars together, as many per launch as
     the runtime binds buffers for."""
     batches: dict[tuple, list[lazy.Update]] = {}
     for update in updates:
         batches.setdefault((update.dtype, update.scalars), []).append(update)
-    # Per update: seven buffers and five info words; the scalars take up to twelve more.
-    per_launch = min(runtime.max_buffers // UPDATE_BUFFERS, (runtime.max_info_words - 12) // 5)
+    per_launch = updates_per_launch(runtime)
     for (dtype, scalars), batch in batches.items():
         for first in range(0, len(batch), per_launch):
             _launch(runtime, dtype, scalars, batch[first:first + per_launch])
