@@ -70,6 +70,26 @@ def test_a_product_fusion_declines_runs_as_without_fusion(device, monkeypatch):
                                atol=1e-5)
 
 
+def test_a_lone_product_runs_the_generated_kernel(device, monkeypatch):
+    """A recorded product flushed alone, and one predicted to be (run at once), both take
+    burnish.jit's kernel: the runtime's vendor library is never asked."""
+    runtime = device.backend.inner.runtime(device.native)
+    asked = []
+    monkeypatch.setattr(type(runtime), "library_matmul",
+                        lambda self, a, b, out, batch: asked.append(a.shape) or False)
+    values, weight = sample((24, 40), 11), sample((40, 16), 12)
+    x, w = tensors(device, values, weight)
+    expected = values.astype(np.float64) @ weight
+    flush(device)
+    for _ in range(3):  # flushed alone, then predicted alone
+        p = x @ w
+        np.testing.assert_allclose(p.to_data().to_numpy(), expected, rtol=1e-4, atol=1e-4)
+    assert not lazy.pending(p.primitive) and asked == []
+    plain_x, plain_w = tensors(device.native, values, weight)
+    assert (plain_x @ plain_w).shape == (24, 16)
+    assert asked == [(24, 40)]  # the inner backend on its own still offers it to the library
+
+
 SHAPES = [(7, 5), (5,), (64, 33), (33,), (3,), (1,)]
 SCALARS = {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-3, "step_size": 0.25}
 

@@ -345,8 +345,10 @@ def _in_order(targets: list[lazy.LazyTensor]) -> list[lazy.LazyTensor]:
 def _run(runtime: Runtime, targets: list[lazy.LazyTensor],
          stream: lazy.Stream | None = None) -> Launch | Replan:
     plan = _Plan(targets)
-    if len(plan.nodes) == 1:
-        # A lone op: its own elementwise kernel, shared with unfused use of the backend.
+    if len(plan.nodes) == 1 and plan.product is None:
+        # A lone elementwise op: its own kernel, shared with unfused use of the backend. (A
+        # lone product takes the product kernel below: a replayed launch costs less host time
+        # than planning the product again, or than a vendor library's call.)
         _compute_lone(targets[0])
         return Lone(targets[0])
     info = plan.info()
@@ -403,7 +405,7 @@ def _compute_lone(t: lazy.LazyTensor) -> None:
     """Compute ``t``, whose inputs are all computed, with its op's own kernel."""
     node = t.node
     if node.fn is lazy.PRODUCT:
-        t.buffer = matmul(*node.inputs).buffer
+        t.buffer = matmul(*node.inputs, library=False).buffer
         t.node = None
         return
     out = None
@@ -423,7 +425,7 @@ def _run_eagerly(plan: _Plan) -> None:
         node = t.node
         inputs = [done.get(id(x), x) for x in node.inputs]
         if node.fn is lazy.PRODUCT:
-            done[id(t)] = matmul(*inputs)
+            done[id(t)] = matmul(*inputs, library=False)
             continue
         out = None
         if not inputs:  # a constant

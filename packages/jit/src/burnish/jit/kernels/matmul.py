@@ -62,13 +62,15 @@ BATCH_AT = 14
 
 
 def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: int = 1,
-           out: JitTensor | None = None) -> JitTensor:
+           out: JitTensor | None = None, library: bool = True) -> JitTensor:
     """``a [..., M, K] @ b [..., K, N]`` with the batch dims broadcast, as a new plain tensor of
     ``a``'s dtype (both operands have it). With ``bias`` (plain, ``[groups * M]``), batch
     ``i``'s row ``m`` gets ``bias[(i % groups) * M + m]`` added before the one rounding.
     ``out``, when given, is written instead: a plain tensor of the result's shape. While
     ``burnish.fusion`` records, a product the runtime lets fusion take (``fuses_product``) is
-    recorded instead, for the elementwise ops that follow it to run in its kernel."""
+    recorded instead, for the elementwise ops that follow it to run in its kernel; such a
+    product runs in burnish.jit's kernel even when it runs alone, as does any product with
+    ``library`` false (the runtime's vendor library, ``Runtime.library_matmul``, is skipped)."""
     runtime, dtype = a.runtime, a.dtype
     m, k = a.shape[-2:]
     n = b.shape[-1]
@@ -79,8 +81,9 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
             and runtime.fuses_product(dtype, count * m * n * k)):
         pending = lazy.record("matmul", lazy.PRODUCT, (a, b), dtype, (), shape, runtime,
                               a.device)
-        if pending is not None:  # None: predicted to be flushed alone, so it runs now
+        if pending is not None:
             return pending
+        library = False  # predicted to be flushed alone: it runs now, as the flush would run it
     if out is None:
         itemsize = runtime.generator.storage_numpy(dtype.name).itemsize
         out = JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape, dtype, a.device,
@@ -90,7 +93,7 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
     if k == 0:
         _zero_or_bias(out, bias, groups, m, n)
         return out
-    if bias is None and runtime.library_matmul(a, b, out, batch):
+    if library and bias is None and runtime.library_matmul(a, b, out, batch):
         return out
     layout = Layout(a, b, batch, out.offset, groups, bias is not None)
     buffers = [out.buffer, a.buffer, b.buffer] + ([bias.buffer] if bias is not None else [])
