@@ -80,3 +80,52 @@ def test_tiled_products_of_other_dtypes(jit_backend, dtype):
     a, b = _operands(dtype, np.random.default_rng(2))
     out = Tensor.from_numpy(a, device) @ Tensor.from_numpy(b, device)
     _check(out, _expected(a, b, dtype), dtype)
+
+
+@pytest.mark.parametrize("layout", ["plain", "lhs_transposed", "rhs_transposed", "both"])
+@pytest.mark.parametrize("m, k, n", [(70, 1000, 10), (3, 300, 1), (1, 513, 90)])
+def test_the_split_kernel_takes_thin_products_with_a_long_inner_dim(jit_backend, layout,
+                                                                    m, k, n):
+    # Too thin to tile, K long: several invocations share each dot product. The element
+    # count is not a multiple of a workgroup's outputs: the last workgroup stores fewer.
+    a_shape, b_shape = (m, k), (k, n)
+    layout_of = matmul_kernels.Layout(_FakeOperand(a_shape), _FakeOperand(b_shape), ())
+    assert layout_of.split and layout_of.key()[0] == "matmul_split"
+    device = jit_backend.default_device()
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    x = (Tensor.from_numpy(np.ascontiguousarray(a.T), device).T
+         if layout in ("lhs_transposed", "both") else Tensor.from_numpy(a, device))
+    y = (Tensor.from_numpy(np.ascontiguousarray(b.T), device).T
+         if layout in ("rhs_transposed", "both") else Tensor.from_numpy(b, device))
+    np.testing.assert_allclose((x @ y).to_numpy().astype(np.float64),
+                               a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("dtype", [float16, int32, int64], ids=str)
+def test_the_split_kernel_with_batches_and_other_dtypes(jit_backend, dtype):
+    device = jit_backend.default_device()
+    if dtype not in jit_backend.dtypes(device):
+        pytest.skip(f"{dtype} is not available on {device}")
+    rng = np.random.default_rng(4)
+    if dtype.is_int:
+        a = rng.integers(-50, 50, (2, 1, 5, 400)).astype(dtype.numpy)
+        b = rng.integers(-50, 50, (3, 400, 4)).astype(dtype.numpy)
+    else:
+        a = rng.standard_normal((2, 1, 5, 400)).astype(dtype.numpy)
+        b = rng.standard_normal((3, 400, 4)).astype(dtype.numpy)
+    out = (Tensor.from_numpy(a, device) @ Tensor.from_numpy(b, device)).to_numpy()
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    if dtype.is_int:
+        np.testing.assert_array_equal(out, expected.astype(dtype.numpy))
+    else:
+        np.testing.assert_allclose(out.astype(np.float64), expected, rtol=2e-2, atol=0.5)
+
+
+class _FakeOperand:
+    """Just what ``Layout`` reads of an operand: a plain float32 layout of ``shape``."""
+
+    def __init__(self, shape):
+        self.shape, self.strides, self.offset = shape, (shape[1], 1), 0
+        self.dtype = float32

@@ -1,6 +1,7 @@
 """Matrix products: a tiled kernel (workgroup-memory tiles, register blocking, the tile shape
-chosen per device and shape class by ``burnish.jit.autotune``) and a plain kernel, one output
-element per invocation, for small and thin products.
+chosen per device and shape class by ``burnish.jit.autotune``), a plain kernel, one output
+element per invocation, for small and thin products, and a split kernel for thin products with a
+long inner dim, where several invocations share each output's dot product.
 
 Operands are read through their strides (transposed and broadcast views cost no copy); batch
 dims broadcast. Ints accumulate in their compute type (narrow ints wrap at the store, which is
@@ -56,7 +57,12 @@ LARGE_OUTPUT = 1024 * 1024
 MIN_TILED_WORK = 1 << 16
 MIN_TILED = 16
 
-# info layout shared by both kernels; the batch shape and strides follow at BATCH_AT.
+#: Products the plain kernel would take whose inner dim is at least ``SPLIT_K`` take the split
+#: kernel instead: ``SPLIT_LANES`` invocations share each output's dot product (a power of two).
+SPLIT_K = 256
+SPLIT_LANES = 32
+
+# info layout shared by the kernels; the batch shape and strides follow at BATCH_AT.
 M, N, K, TILES_M, TILES_N, A_OFF, A_SM, A_SK, B_OFF, B_SK, B_SN, OUT_OFF, GROUPS, TOTAL = range(14)
 BATCH_AT = 14
 
@@ -98,8 +104,8 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
     layout = Layout(a, b, batch, out.offset, groups, bias is not None)
     buffers = [out.buffer, a.buffer, b.buffer] + ([bias.buffer] if bias is not None else [])
     if not layout.tiled:
-        runtime.launch(layout.key(), lambda: _plain_kernel(*layout.base), buffers, layout.info,
-                       invocations=layout.invocations)
+        runtime.launch(layout.key(), lambda: layout.kernel(Epilogue()), buffers, layout.info,
+                       groups=layout.workgroups())
         return out
 
     def run(name: str) -> None:
@@ -140,6 +146,7 @@ class Layout:
         self.invocations = count * m * n
         self.m, self.n, self.count = m, n, count
         self.tiled = not (min(m, n) < MIN_TILED or m * n * k < MIN_TILED_WORK)
+        self.split = not self.tiled and k >= SPLIT_K
         self.tiling: Tiling | None = None
 
     def tile(self, tiling: Tiling | None = None) -> None:
@@ -151,18 +158,23 @@ class Layout:
         self.groups = self.count * self.info[TILES_M] * self.info[TILES_N]
 
     def key(self) -> tuple:
-        if self.tiling is None:
-            return ("matmul_plain", *self.base)
-        return ("matmul_tiled", self.tiling, *self.base)
+        if self.tiling is not None:
+            return ("matmul_tiled", self.tiling, *self.base)
+        return ("matmul_split" if self.split else "matmul_plain", *self.base)
 
     def workgroups(self) -> int:
-        return -(-self.invocations // WORKGROUP) if self.tiling is None else self.groups
+        if self.tiling is not None:
+            return self.groups
+        per_group = WORKGROUP // SPLIT_LANES if self.split else WORKGROUP
+        return -(-self.invocations // per_group)
 
     def kernel(self, epilogue: Epilogue) -> ir.Kernel:
         """The product's kernel, its results stored by ``epilogue``."""
-        if self.tiling is None:
-            return _plain_kernel(*self.base, epilogue=epilogue)
-        return _tiled_kernel(self.tiling, *self.base, epilogue=epilogue)
+        if self.tiling is not None:
+            return _tiled_kernel(self.tiling, *self.base, epilogue=epilogue)
+        if self.split:
+            return _split_kernel(*self.base, epilogue=epilogue)
+        return _plain_kernel(*self.base, epilogue=epilogue)
 
 
 def _candidates(m: int, n: int) -> list[str]:
@@ -281,6 +293,48 @@ def _plain_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: boo
         k.assign(acc, acc + a[a_at + _scaled(kk, k.info(A_SK), layout[1])]
                  * b[b_at + _scaled(kk, k.info(B_SK), layout[2])])
     epilogue.store(k, acc, batch, row, col, i)
+    return k.build()
+
+
+def _split_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: bool,
+                  epilogue: Epilogue | None = None) -> ir.Kernel:
+    """``SPLIT_LANES`` invocations per output element, each summing every ``SPLIT_LANES``-th
+    term of its dot product, then the shares combined in workgroup memory: for products too
+    thin to tile with a long K (a weight gradient of a classifier layer, K being the batch),
+    where the plain kernel's few invocations would each walk all of K."""
+    k = KernelBuilder("matmul_split", (WORKGROUP, 1, 1))
+    epilogue = epilogue or Epilogue()
+    a, b = epilogue.declare(k, dtype, has_bias)
+    ty = ir.compute_type(dtype)
+    t = k.let(k.local_id(0), "t")
+    lane = k.let(t % SPLIT_LANES, "lane")
+    i = k.let(k.group_index() * (WORKGROUP // SPLIT_LANES) + t / SPLIT_LANES, "i")
+    # No early return: every invocation reaches every barrier; those past the end compute the
+    # last element again and store nothing.
+    e = k.let(ir.select(i < k.info(TOTAL), i, k.info(TOTAL) - 1), "e")
+    col = k.let(e % k.info(N), "col")
+    rest = k.let(e / k.info(N), "r")
+    row = k.let(rest % k.info(M), "row")
+    batch = k.let(rest / k.info(M), "batch")
+    a_base, b_base = _batch_bases(k, batch, ndim)
+    a_at = k.let(a_base + _scaled(row, k.info(A_SM), layout[0]), "a")
+    b_at = k.let(b_base + _scaled(col, k.info(B_SN), layout[3]), "b")
+    acc = k.let(ir.lift(0, ty), "acc")
+    with k.for_(lane, k.info(K), SPLIT_LANES, name="kk") as kk:
+        k.assign(acc, acc + a[a_at + _scaled(kk, k.info(A_SK), layout[1])]
+                 * b[b_at + _scaled(kk, k.info(B_SK), layout[2])])
+    shares = k.shared(ty, WORKGROUP)
+    k.shared_store(shares, t, acc)
+    k.barrier()
+    step = SPLIT_LANES // 2
+    while step:
+        with k.if_(lane < step):
+            k.assign(acc, acc + shares[t + step])
+            k.shared_store(shares, t, acc)
+        k.barrier()
+        step //= 2
+    with k.if_(lane.eq(0).and_(i < k.info(TOTAL))):
+        epilogue.store(k, acc, batch, row, col, e)
     return k.build()
 
 
