@@ -21,19 +21,19 @@ class JitFuser:
     ``launches(device)`` counts every kernel launched on the device.
     """
 
-    #: Protocol ops whose kernels are not elementwise (products, reductions, convolutions and
-    #: pooling, softmax, sorting, indexing, views, transfers): nothing they do is recorded,
-    #: so ``Fusion`` calls them without ``begin()``/``end()``. (An op missing here is only
-    #: bracketed for nothing; one listed here that did record would just run eagerly.)
+    #: Protocol ops that never record (convolutions and pooling, reductions with positions,
+    #: scans, softmax, sorting, indexing, transfers; elementwise ops, products, views and the
+    #: other reductions do), so ``Fusion`` calls them without ``begin()``/``end()``. (An op
+    #: missing here is only bracketed for nothing; one listed here that did record would just
+    #: run eagerly.)
     eager = frozenset({
         "conv", "conv_transpose", "avg_pool", "max_pool", "max_pool_with_indices",
         "adaptive_avg_pool", "adaptive_max_pool", "adaptive_max_pool_with_indices",
-        "interpolate", "sum", "prod", "mean", "max", "min", "argmax", "argmin",
-        "max_with_indices", "min_with_indices", "any", "all", "cumsum", "cumprod", "argsort",
+        "interpolate", "max_with_indices", "min_with_indices", "cumsum", "cumprod", "argsort",
         "sort", "sort_with_indices", "softmax", "log_softmax", "softmax_backward",
         "log_softmax_backward", "gather", "select", "scatter_add", "select_add",
-        "slice_assign", "cat", "repeat_dim", "reshape", "permute", "expand", "flip", "slice",
-        "empty", "random", "from_data", "into_data", "read", "to_device",
+        "slice_assign", "cat", "repeat_dim", "empty", "random", "from_data", "into_data", "read",
+        "to_device",
     })
 
     def __init__(self, backend: JitBase):

@@ -3,14 +3,17 @@
 While ``recording()`` is active (``burnish.fusion`` turns it on around every op it forwards to
 a GPU backend), ``kernels.elementwise`` does not launch: it returns a ``LazyTensor`` holding a
 ``Node`` (the op's expression builder, its inputs and scalars); so does ``kernels.matmul`` for
-the products the runtime lets fusion take (``PRODUCT``), and ``kernels.optim`` defers its
-updates (``defer_update``). Nothing runs until something needs the tensor's buffer: a read, a
-kernel that is not recorded (a reduction, a view), a sync, or the pending stream growing past
-``STREAM_LIMIT``. Then the stream of the tensor's device is flushed (``flush``): every pending
-tensor that something outside the stream still references (a ``Tensor``, a saved autodiff
-value, a local variable) becomes an output, the pending tensors nobody else references are
-intermediates that only ever live in registers, and each group of outputs of one shape is one
-generated kernel (``kernels.fused``): a product's kernel for a group that holds one.
+the products the runtime lets fusion take (``PRODUCT``), ``kernels.reduce`` for a reduction
+of a pending tensor (a ``Reduction``), a view of a pending tensor (``ALIAS``), and
+``kernels.optim`` defers its updates (``defer_update``). Nothing runs until something needs
+the tensor's buffer: a read, a kernel that is not recorded (a softmax, a convolution), a sync,
+or the pending stream growing past ``STREAM_LIMIT``. Then the stream of the tensor's device is
+flushed (``flush``): every pending tensor that something outside the stream still references
+(a ``Tensor``, a saved autodiff value, a local variable) becomes an output, the pending
+tensors nobody else references are intermediates that only ever live in registers, and each
+group of outputs of one shape is one generated kernel (``kernels.fused``): a product's kernel
+for a group that holds one (the ops after it as its epilogue), a reduction's for a reduction
+(the ops before it, that nothing else references, as its prologue).
 
 Which pending tensors are referenced from outside is told by CPython's reference counts. A
 wrong guess costs speed, never correctness: a tensor that stays lazy keeps its node and
@@ -78,12 +81,41 @@ class _Product:
 PRODUCT = _Product()
 
 
+class _Alias:
+    """``ALIAS``'s type."""
+
+    def __repr__(self) -> str:
+        return "ALIAS"
+
+
+#: A recorded view's ``fn`` (``LazyTensor.view``; its ``op`` holds the view's strides and
+#: offset): the flush computes the input (a target) and the alias then shares its buffer, with
+#: no kernel. Ops that read an alias read it from memory, through its strides.
+ALIAS = _Alias()
+
+
+class Reduction:
+    """A recorded reduction's ``fn`` (``kernels.reduce``): ``op`` over ``dim`` of its one input.
+    Like a product it is always a flush target in a kernel of its own; unlike a product it reads
+    a pending input in registers: the elementwise ops that make it are evaluated as the kernel
+    reads each element (a prologue), unless the input is a target itself."""
+
+    __slots__ = ("op", "dim")
+
+    def __init__(self, op: str, dim: int | None):
+        self.op, self.dim = op, dim
+
+    def __repr__(self) -> str:
+        return f"Reduction({self.op!r}, {self.dim})"
+
+
 class Node:
-    """One recorded elementwise op: ``fn(values, scalars)`` over ``inputs`` broadcast to
-    ``shape`` (``fn(values, scalars, builder)`` when ``fn.uses_builder``), or a matrix product
-    of its two inputs (``fn is PRODUCT``). ``op`` names ``fn`` together with the dtypes, as for
-    ``kernels.elementwise``. Only ``record`` makes them, setting the six fields without an
-    ``__init__`` call."""
+    """One recorded op: elementwise, ``fn(values, scalars)`` over ``inputs`` broadcast to
+    ``shape`` (``fn(values, scalars, builder)`` when ``fn.uses_builder``); a matrix product of
+    its two inputs (``fn is PRODUCT``); a reduction of its one input (a ``Reduction``); or a
+    view of it (``fn is ALIAS``). ``op`` names ``fn`` together with the dtypes, as for
+    ``kernels.elementwise`` (a view's: its strides and offset). Only ``record`` makes them,
+    setting the six fields without an ``__init__`` call."""
 
     __slots__ = ("op", "fn", "inputs", "dtype", "scalars", "shape")
 
@@ -108,7 +140,8 @@ class Stream:
 
 
 class LazyTensor(JitTensor):
-    """A plain (row-major, offset 0) ``JitTensor`` whose buffer is computed on first use;
+    """A plain (row-major, offset 0) ``JitTensor`` whose buffer is computed on first use (an
+    ``ALIAS``, a recorded view, has the view's layout instead);
     ``stream`` and ``pos`` say where it was recorded. Only ``record`` makes them: it sets
     JitTensor's fields but ``buffer``, which stays unset while pending, so that reading it (a
     plain slot read once computed) reaches ``__getattr__``."""
@@ -120,6 +153,18 @@ class LazyTensor(JitTensor):
             raise AttributeError(f"'LazyTensor' object has no attribute {name!r}")
         flush(self.runtime, self)  # unset buffer: pending (``flush`` checks again, locked)
         return _BUFFER.__get__(self)
+
+    def view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> JitTensor:
+        """As ``JitTensor.view``; while recording, a view of a pending tensor (a reshape,
+        permute, expand, slice or flip) is recorded as an ``ALIAS`` of it rather than computing
+        it first."""
+        if self.node is not None and _state.depth:
+            alias = record(("view", strides, offset), ALIAS, (self,), self.dtype, (), shape,
+                           self.runtime, self.device)
+            if alias is not None:
+                alias.strides, alias.offset = strides, offset
+                return alias
+        return JitTensor.view(self, shape, strides, offset)
 
     def __repr__(self) -> str:
         state = "pending" if pending(self) else "computed"
@@ -171,13 +216,13 @@ def record(op: str, fn, inputs: Sequence[JitTensor], dtype: DType,
     stream = runtime.lazy_stream
     slots = stream.slots
     structure = []
-    product = fn is PRODUCT
+    memory = fn is PRODUCT or fn is ALIAS  # reads its inputs from memory
     for x in inputs:
         if type(x) is LazyTensor:
             if x.stream is stream:  # recorded since the last flush: pending
                 pos = x.pos
-                if product:  # read from memory: its reference makes x a target
-                    structure.append((pos,))
+                if memory or x.node.fn is ALIAS:  # read from memory: its reference makes x
+                    structure.append((pos,))  # a target
                     continue
                 structure.append(pos)
                 stream.uses[pos] += 1
@@ -215,7 +260,8 @@ def record(op: str, fn, inputs: Sequence[JitTensor], dtype: DType,
     out.device, out.runtime, out.node, out.stream, out.pos = (device, runtime, node, stream,
                                                                len(refs))
     refs.append(weakref.ref(out))
-    stream.uses.append(-1 if product else 0)  # -1: a product is a target, read or not
+    # -1: a product, an alias or a reduction is a target, read or not
+    stream.uses.append(-1 if memory or type(fn) is Reduction else 0)
     if len(refs) >= STREAM_LIMIT:
         flush(runtime)
     return out
@@ -397,20 +443,27 @@ def _groups(targets: list[LazyTensor]) -> list[list[LazyTensor]]:
     groups: list[list[LazyTensor]] = []
     where: dict[int, int] = {}
     for t in targets:
-        if t.node.fn is PRODUCT:  # a kernel of its own, after the targets it reads (all of them)
-            groups.append([t])
+        if t.node.fn is PRODUCT or _sealed(t):
+            groups.append([t])  # a kernel of its own, after the targets it reads (all of them)
             where[id(t)] = len(groups) - 1
             continue
-        after = max((where[id(d)] for d in _target_inputs(t, target_ids) if d.shape != t.shape),
-                    default=-1)
+        # After the groups of the targets it reads from memory: those of other shapes, and
+        # reductions and aliases (a product's elementwise readers of its shape join its kernel).
+        after = max((where[id(d)] for d in _target_inputs(t, target_ids)
+                     if d.shape != t.shape or _sealed(d)), default=-1)
         at = next((g for g in range(len(groups) - 1, after, -1)
-                   if groups[g][0].shape == t.shape), None)
+                   if groups[g][0].shape == t.shape and not _sealed(groups[g][0])), None)
         if at is None:
             groups.append([])
             at = len(groups) - 1
         groups[at].append(t)
         where[id(t)] = at
     return groups
+
+
+def _sealed(t: LazyTensor) -> bool:
+    """Whether ``t`` is a reduction or an alias: a group of its own that no other op joins."""
+    return t.node.fn is ALIAS or type(t.node.fn) is Reduction
 
 
 def _target_inputs(t: LazyTensor, target_ids: set[int]) -> list[LazyTensor]:

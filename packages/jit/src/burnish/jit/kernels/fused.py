@@ -30,6 +30,7 @@ from burnish.jit.kernels.elementwise import (
     scalar_words,
 )
 from burnish.jit.kernels.matmul import Epilogue, Layout, matmul
+from burnish.jit.kernels.reduce import OneLaunch, Source, reduce
 from burnish.jit.runtime import MAX_GROUPS_X, Runtime
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
@@ -127,7 +128,7 @@ class Launch:
 
 
 class Lone:
-    """A group of one op reading only computed tensors: its own elementwise kernel."""
+    """A group of one op reading only computed tensors: its own kernel (none for an alias)."""
 
     __slots__ = ("target",)
 
@@ -159,11 +160,16 @@ class _Plan:
     """A group laid out for one kernel: nodes in order, memory reads, buffers, metadata. A
     group that holds a product (``lazy.PRODUCT``) is the product's kernel, whose epilogue
     evaluates the group's other ops on each accumulated value (``product``: the product's
-    position among the nodes and its ``Layout``)."""
+    position among the nodes and its ``Layout``). A group of a reduction (a ``lazy.Reduction``,
+    its one target) is the reduction's kernel, which evaluates the group's other ops at each
+    element it reads (``reduction``: its position and ``reduce.OneLaunch``); the group's shape
+    is then that of the reduction's input."""
 
     def __init__(self, targets: list[lazy.LazyTensor]):
         self.targets = targets
-        self.shape = shape = targets[0].shape
+        fn = targets[0].node.fn
+        reduced = targets[0].node.inputs[0] if type(fn) is lazy.Reduction else None
+        self.shape = shape = targets[0].shape if reduced is None else reduced.shape
         self.nodes = _in_order(targets)
         at = {id(t): j for j, t in enumerate(self.nodes)}
         plain = contiguous_strides(shape)
@@ -172,6 +178,7 @@ class _Plan:
         self.reads: list[tuple[int, int, tuple[int, ...]]] = []  # (buffer, offset, strides)
         read_at: dict[tuple, int] = {}
         self.product: tuple[int, Layout] | None = None
+        self.reduction: tuple[int, OneLaunch] | None = None
         structure = []
         for t in self.nodes:
             node, refs = t.node, []
@@ -183,14 +190,14 @@ class _Plan:
                 slot = buffer_at.setdefault((id(buffer), x.dtype), len(self.buffers))
                 if slot == len(self.buffers):
                     self.buffers.append(x)
-                if node.fn is lazy.PRODUCT:  # an operand: the product kernel reads it
-                    refs.append(("m", slot))
+                if node.fn is lazy.PRODUCT or x is reduced:  # read by the product's (or the
+                    refs.append(("m", slot))  # reduction's) kernel through its own layout
                     continue
                 read = (slot, x.offset, kernel_strides(x, node.shape, shape))
                 refs.append(("r", read_at.setdefault(read, len(self.reads))))
                 if refs[-1][1] == len(self.reads):
                     self.reads.append(read)
-            kind = None  # a product's: its kernel's structure
+            kind = None  # a product's or a reduction's: its kernel's structure
             if node.fn is lazy.PRODUCT:
                 a, b = node.inputs
                 layout = Layout(a, b, node.shape[:-2])
@@ -198,6 +205,9 @@ class _Plan:
                     layout.tile()
                 self.product = (len(structure), layout)
                 kind = self.product[1].key()
+            elif type(node.fn) is lazy.Reduction:
+                self.reduction = (len(structure), OneLaunch(node.fn.op, node.fn.dim, shape))
+                kind = self.reduction[1].key()
             structure.append((node.op, tuple(refs), tuple(x.dtype.name for x in node.inputs),
                               node.dtype.name, tuple(ir.compute_type(d) for _, d in node.scalars),
                               kind))
@@ -213,6 +223,8 @@ class _Plan:
         """The launch's metadata words before the ops' scalars: the product's, then size,
         shape, read layouts."""
         words = [] if self.product is None else list(self.product[1].info)
+        if self.reduction is not None:
+            words = list(self.reduction[1].info)
         words.append(numel(self.shape))
         if not self.flat:
             words += list(self.shape)
@@ -231,21 +243,31 @@ class _Plan:
 
     def grid(self) -> tuple[int, int, int]:
         """The launch's workgroups, split across x and y when there are many."""
-        if self.product is None:
-            groups = -(-numel(self.shape) // WORKGROUP)
-        else:
+        if self.product is not None:
             groups = self.product[1].workgroups()
+        elif self.reduction is not None:
+            groups = self.reduction[1].workgroups()
+        else:
+            groups = -(-numel(self.shape) // WORKGROUP)
         gx = min(groups, MAX_GROUPS_X)
         return (gx, -(-groups // gx), 1)
 
     def declare(self, k: KernelBuilder) -> tuple[list[ir.Buffer], list[ir.Buffer]]:
         """The kernel's buffers: the targets written, then the buffers read."""
         outs = [k.buffer("out", t.dtype, writable=True) for t in self.targets]
-        return outs, [k.buffer("in", b.dtype) for b in self.buffers]
+        return outs, self.declare_reads(k)
+
+    def declare_reads(self, k: KernelBuilder) -> list[ir.Buffer]:
+        return [k.buffer("in", b.dtype) for b in self.buffers]
 
     def build(self) -> ir.Kernel:
         if self.product is not None:
             return self.product[1].kernel(_Epilogue(self))
+        if self.reduction is not None:
+            position, launch = self.reduction
+            reduced = self.key[2][position][1][0][1]  # the reduction's input, a value ("v", j)
+            return launch.kernel(self.nodes[reduced].dtype.name, self.targets[0].dtype.name,
+                                 _Prologue(self, reduced))
         k = KernelBuilder("fused", (WORKGROUP, 1, 1))
         outs, bufs = self.declare(k)
         i = k.global_index()
@@ -259,6 +281,14 @@ class _Plan:
         """Compute element ``i`` (row-major over the group's shape) of every target and store
         it; the group's metadata starts at ``info[base]``, and ``product`` is the product's
         accumulated value there (in a product's kernel)."""
+        values = self.values(k, bufs, i, base, product)
+        for buf, j in zip(outs, self.outputs):
+            k.store(buf, i, values[j])
+
+    def values(self, k: KernelBuilder, bufs: list[ir.Buffer], i: ir.Expr, base: int,
+               product: ir.Expr | None = None) -> list[ir.Var | None]:
+        """Every node's value at element ``i``, in order (``evaluate``'s; a reduction's own
+        is ``None``: its kernel folds the values)."""
         ndim = len(self.shape)
         at = base + 1
         coords = []
@@ -284,6 +314,9 @@ class _Plan:
         values = []
         for t, (_, refs, _, _, scalar_types, _) in zip(self.nodes, self.key[2]):
             node = t.node
+            if type(node.fn) is lazy.Reduction:
+                values.append(None)
+                continue
             if node.fn is lazy.PRODUCT:
                 result = product
             else:
@@ -299,8 +332,7 @@ class _Plan:
             # Round or wrap to the op's dtype, as storing and loading it would.
             result = ir.lift(result, ir.compute_type(node.dtype)).cast(node.dtype)
             values.append(k.let(result, "f"))
-        for buf, j in zip(outs, self.outputs):
-            k.store(buf, i, values[j])
+        return values
 
 
 class _Epilogue(Epilogue):
@@ -320,6 +352,21 @@ class _Epilogue(Epilogue):
               col: ir.Expr, index: ir.Expr) -> None:
         self.plan.evaluate(k, self.outs, self.bufs, k.let(index, "e"),
                            len(self.plan.product[1].info), acc)
+
+
+class _Prologue(Source):
+    """A reduction kernel's elements for a group holding the reduction: node ``reduced`` of
+    the group's plan evaluated at each element read."""
+
+    def __init__(self, plan: _Plan, reduced: int):
+        self.plan, self.reduced = plan, reduced
+
+    def declare(self, k: KernelBuilder, dtype: str) -> None:
+        self.bufs = self.plan.declare_reads(k)  # after the reduction's own outputs
+
+    def load(self, k: KernelBuilder, position: ir.Expr) -> ir.Expr:
+        base = len(self.plan.reduction[1].info)
+        return self.plan.values(k, self.bufs, k.let(position, "e"), base)[self.reduced]
 
 
 def _in_order(targets: list[lazy.LazyTensor]) -> list[lazy.LazyTensor]:
@@ -344,6 +391,9 @@ def _in_order(targets: list[lazy.LazyTensor]) -> list[lazy.LazyTensor]:
 
 def _run(runtime: Runtime, targets: list[lazy.LazyTensor],
          stream: lazy.Stream | None = None) -> Launch | Replan:
+    if targets[0].node.fn is lazy.ALIAS:  # no kernel: the buffer of its input (a target)
+        _compute_lone(targets[0])
+        return Lone(targets[0])
     plan = _Plan(targets)
     if len(plan.nodes) == 1 and plan.product is None:
         # A lone elementwise op: its own kernel, shared with unfused use of the backend. (A
@@ -353,7 +403,8 @@ def _run(runtime: Runtime, targets: list[lazy.LazyTensor],
         return Lone(targets[0])
     info = plan.info()
     if (len(info) > runtime.max_info_words
-            or len(plan.buffers) + len(targets) > runtime.max_buffers):
+            or len(plan.buffers) + len(targets) > runtime.max_buffers
+            or plan.reduction is not None and not plan.reduction[1].fits):
         _split(runtime, plan)
         return Replan(targets)
     compiled = runtime.kernel(plan.key, plan.build)[0]
@@ -363,8 +414,8 @@ def _run(runtime: Runtime, targets: list[lazy.LazyTensor],
             tuple(t.node.op for t in plan.nodes), tuple(t.dtype.name for t in targets),
             plan.rank, plan.key, runtime)
     program.launches += 1
-    n = numel(plan.shape)
-    nbytes = [n * runtime.generator.storage_numpy(t.dtype.name).itemsize for t in targets]
+    nbytes = [max(numel(t.shape), 1) * runtime.generator.storage_numpy(t.dtype.name).itemsize
+              for t in targets]
     outs = [runtime.pool.alloc(size) for size in nbytes]
     handles = [b.handle for b in outs] + [x.buffer.handle for x in plan.buffers]
     grid = plan.grid()
@@ -379,7 +430,14 @@ def _run(runtime: Runtime, targets: list[lazy.LazyTensor],
 def _split(runtime: Runtime, plan: _Plan) -> None:
     """Run a group too large for one launch as two: the first half of its ops (with what the
     second half reads from them as outputs), then the rest reading those from memory. A
-    product's group: the product alone, then the rest."""
+    product's group: the product alone, then the rest; a reduction's: its input stored by a
+    kernel of its own, then the reduction as without fusion."""
+    if plan.reduction is not None:
+        reduced = plan.targets[0].node.inputs[0]
+        if lazy.pending(reduced):
+            _run(runtime, [reduced])
+        _compute_lone(plan.targets[0])
+        return
     if plan.product is not None:
         _compute_lone(plan.nodes[plan.product[0]])
         rest = [t for t in plan.targets if lazy.pending(t)]
@@ -404,8 +462,16 @@ def _split(runtime: Runtime, plan: _Plan) -> None:
 def _compute_lone(t: lazy.LazyTensor) -> None:
     """Compute ``t``, whose inputs are all computed, with its op's own kernel."""
     node = t.node
+    if node.fn is lazy.ALIAS:
+        t.buffer = node.inputs[0].buffer
+        t.node = None
+        return
     if node.fn is lazy.PRODUCT:
         t.buffer = matmul(*node.inputs, library=False).buffer
+        t.node = None
+        return
+    if type(node.fn) is lazy.Reduction:
+        t.buffer = reduce(node.fn.op, node.inputs[0], node.fn.dim)[0].buffer
         t.node = None
         return
     out = None
@@ -426,6 +492,9 @@ def _run_eagerly(plan: _Plan) -> None:
         inputs = [done.get(id(x), x) for x in node.inputs]
         if node.fn is lazy.PRODUCT:
             done[id(t)] = matmul(*inputs, library=False)
+            continue
+        if type(node.fn) is lazy.Reduction:
+            done[id(t)] = reduce(node.fn.op, inputs[0], node.fn.dim)[0]
             continue
         out = None
         if not inputs:  # a constant

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from burnish.dtype import DType, bool_, get_dtype, int64
-from burnish.jit import autotune, ir
+from burnish.jit import autotune, ir, lazy
 from burnish.jit.builder import KernelBuilder
-from burnish.jit.tensor import JitTensor, numel
+from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 #: Invocations per workgroup of both strategies.
 WORKGROUP = 256
@@ -183,14 +183,29 @@ def _better(w: ir.Expr, j: ir.Expr, v: ir.Expr, i: ir.Expr, largest: bool) -> ir
 _HEADER = 6
 
 
+class Source:
+    """Where a reduction kernel's elements come from: by default its input buffer; ``kernels.
+    fused`` gives one that computes each element from the elementwise ops recorded before the
+    reduction instead (a prologue: the input is never stored)."""
+
+    def declare(self, k: KernelBuilder, dtype: str) -> None:
+        """Declare the buffers read (after the outputs)."""
+        self.x = k.buffer("x", dtype)
+
+    def load(self, k: KernelBuilder, position: ir.Expr) -> ir.Expr:
+        """The input's element at ``position`` (its offset included)."""
+        return self.x[position]
+
+
 def _build(op: str, in_dtype: str, out_dtypes: tuple[str, ...], n_kept: int, n_red: int,
-           strategy: str, stage: str) -> ir.Kernel:
+           strategy: str, stage: str, source: Source | None = None) -> ir.Kernel:
     """``stage``: ``final`` writes the op's results, ``partial`` writes accumulator states per
     chunk, ``combine`` reads such states (values, then int32 positions) and writes results."""
     acc = _Accumulator(op, ir.compute_type(in_dtype))
     k = KernelBuilder(f"reduce_{op}_{strategy}", (WORKGROUP, 1, 1))
     outs = [k.buffer("out", d, writable=True) for d in out_dtypes]
-    src = k.buffer("x", in_dtype)
+    source = source or Source()
+    source.declare(k, in_dtype)
     src_positions = k.buffer("at", "int32") if stage == "combine" and acc.tracks_positions \
         else None
     kept_shape, kept_strides = _HEADER, _HEADER + n_kept
@@ -204,7 +219,7 @@ def _build(op: str, in_dtype: str, out_dtypes: tuple[str, ...], n_kept: int, n_r
         else:
             pos = strided_offsets(k, j, n_red, red_shape, [red_strides], [base])[0]
         position = src_positions[pos] if src_positions is not None else j
-        return acc.element(src[pos], position)
+        return acc.element(source.load(k, pos), position)
 
     if strategy == "loop":
         o = k.global_index()
@@ -362,30 +377,23 @@ def reduce(op: str, x: JitTensor, dim: int | None, strategy: str | None = None
     """``op`` of ``x`` over ``dim`` (``None``: every element, a 0-d result; an int: that dim,
     kept with size 1). Returns the op's outputs: one tensor, or values and int64 positions for
     ``max_with_indices``/``min_with_indices``. ``strategy`` (``loop`` or ``tree``) overrides
-    the tuned choice (reduced runs longer than ``MAX_ITERATIONS`` always take ``tree``)."""
+    the tuned choice (reduced runs longer than ``MAX_ITERATIONS`` always take ``tree``). While
+    ``burnish.fusion`` records, a reduction of a pending input (one that ``SINGLE`` names) is
+    recorded instead, to read the ops that make its input in its kernel."""
     if op not in _OPS:
         raise ValueError(f"unknown reduction {op!r}")
+    if (type(x) is lazy.LazyTensor and x.node is not None and lazy.RECORDING.depth
+            and strategy is None and op in SINGLE and x.numel):
+        pending = lazy.record(f"{op}/{dim}", _recorded(op, dim), (x,),
+                              _out_dtypes(op, x.dtype)[0], (), out_shape_of(x.shape, dim),
+                              x.runtime, x.device)
+        if pending is not None:  # None: predicted to be flushed alone, so it runs now
+            return [pending]
     signature = (x.runtime.generator, op, x.dtype, x.shape, x.strides, x.offset, dim, strategy)
     plan = _PLANS.get(signature)
     if plan is not None and plan[0] is x.runtime:
         return _replay(plan, x)
-    if dim is None:
-        out_shape: tuple[int, ...] = ()
-        kept = ([], [])
-        shape, strides = x.shape, x.strides
-    else:
-        out_shape = x.shape[:dim] + (1,) + x.shape[dim + 1:]
-        kept_dims = [d for d in range(x.ndim) if d != dim]
-        kept_shape, (kept_strides,) = coalesce([x.shape[d] for d in kept_dims],
-                                               [x.strides[d] for d in kept_dims])
-        kept = (kept_shape, kept_strides)
-        shape, strides = (x.shape[dim],), (x.strides[dim],)
-    n_out, n_red = numel(out_shape), numel(shape)
-    if n_red == 0:
-        red: tuple[list[int], list[int]] = ([], [])
-    else:
-        red_shape, (red_strides,) = coalesce(shape, strides)
-        red = (red_shape, red_strides)
+    out_shape, kept, red, n_out, n_red = _split_dims(x.shape, x.strides, dim)
     if n_out == 0:
         return [_alloc(x, out_shape, d) for d in _out_dtypes(op, x.dtype)]
     # The plan may skip the tuned choice from then on: only once it is final (given, forced by
@@ -395,6 +403,76 @@ def reduce(op: str, x: JitTensor, dim: int | None, strategy: str | None = None
         strategy = _choose(op, x, out_shape, kept, red, n_out, n_red)
     return _run(op, x, out_shape, kept, red, n_out, n_red, strategy,
                 signature if final else None)
+
+
+def out_shape_of(shape: tuple[int, ...], dim: int | None) -> tuple[int, ...]:
+    """A reduction's result shape: 0-d over every element, else ``dim`` kept with size 1."""
+    return () if dim is None else shape[:dim] + (1,) + shape[dim + 1:]
+
+
+def _split_dims(shape: tuple[int, ...], strides: tuple[int, ...], dim: int | None) -> tuple:
+    """A reduction's result shape, its kept and reduced dims (coalesced shapes and strides),
+    and the result's and each reduced run's element counts."""
+    out_shape = out_shape_of(shape, dim)
+    if dim is None:
+        kept: tuple[list[int], list[int]] = ([], [])
+        red_dims, red_strides = shape, strides
+    else:
+        kept_dims = [d for d in range(len(shape)) if d != dim]
+        kept_shape, (kept_strides,) = coalesce([shape[d] for d in kept_dims],
+                                               [strides[d] for d in kept_dims])
+        kept = (kept_shape, kept_strides)
+        red_dims, red_strides = (shape[dim],), (strides[dim],)
+    n_out, n_red = numel(out_shape), numel(red_dims)
+    red: tuple[list[int], list[int]] = ([], [])
+    if n_red:
+        red_shape, (strides_of_red,) = coalesce(red_dims, red_strides)
+        red = (red_shape, strides_of_red)
+    return out_shape, kept, red, n_out, n_red
+
+
+# -- reductions under fusion ---------------------------------------------------------------------
+
+#: The reductions that give one tensor: those ``burnish.fusion`` records.
+SINGLE = frozenset({"sum", "mean", "prod", "max", "min", "any", "all", "argmax", "argmin"})
+#: Elements per result beyond which a recorded reduction does not take its prologue into its
+#: kernel (one workgroup folds each result there): the prologue is stored by a kernel of its
+#: own and the reduction runs as without fusion, in as many passes as it takes.
+FUSED_MAX_RUN = WORKGROUP * 256
+
+_RECORDED: dict[tuple, lazy.Reduction] = {}
+
+
+def _recorded(op: str, dim: int | None) -> lazy.Reduction:
+    found = _RECORDED.get((op, dim))
+    if found is None:
+        found = _RECORDED[(op, dim)] = lazy.Reduction(op, dim)
+    return found
+
+
+class OneLaunch:
+    """A reduction of a plain input of ``shape`` in one launch, its elements read from a
+    ``Source``: how ``kernels.fused`` runs a recorded reduction together with the elementwise
+    ops it reads (its prologue). ``fits`` says whether one launch can do it; ``info`` holds the
+    launch's metadata words."""
+
+    def __init__(self, op: str, dim: int | None, shape: tuple[int, ...]):
+        _, kept, red, n_out, n_red = _split_dims(shape, contiguous_strides(shape), dim)
+        self.op, self.n_out = op, n_out
+        self.strategy = _default_strategy(n_out, n_red)
+        self.fits = n_red <= (MAX_ITERATIONS if self.strategy == "loop" else FUSED_MAX_RUN)
+        self.dims = (len(kept[0]), len(red[0]))
+        self.info = [n_out, n_red, 1, n_red, n_red, 0, *kept[0], *kept[1], *red[0], *red[1]]
+
+    def key(self) -> tuple:
+        return ("reduce", self.op, *self.dims, self.strategy)
+
+    def workgroups(self) -> int:
+        return -(-self.n_out // WORKGROUP) if self.strategy == "loop" else self.n_out
+
+    def kernel(self, in_dtype: str, out_dtype: str, source: Source) -> ir.Kernel:
+        return _build(self.op, in_dtype, (out_dtype,), *self.dims, self.strategy, "final",
+                      source)
 
 
 #: Reductions done in one launch, by call signature (generator, op, dtype, layout, dim,
