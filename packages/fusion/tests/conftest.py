@@ -41,3 +41,14 @@ def fused_backend(request):
 @pytest.fixture
 def device(fused_backend):
     return fused_backend.default_device()
+
+
+@pytest.fixture(autouse=True)
+def untuned():
+    """No autotuning: its timing runs (on first use, with a cold cache) are launches too, and
+    these tests count launches."""
+    from burnish.jit import autotune
+
+    autotune.set_enabled(False)
+    yield
+    autotune.set_enabled(None)
