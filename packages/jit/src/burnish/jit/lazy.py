@@ -100,10 +100,11 @@ class Reduction:
     a pending input in registers: the elementwise ops that make it are evaluated as the kernel
     reads each element (a prologue), unless the input is a target itself."""
 
-    __slots__ = ("op", "dim")
+    __slots__ = ("op", "dim", "name")
 
     def __init__(self, op: str, dim: int | None):
         self.op, self.dim = op, dim
+        self.name = f"{op}/{dim}"  # the recorded op's name
 
     def __repr__(self) -> str:
         return f"Reduction({self.op!r}, {self.dim})"
@@ -158,7 +159,7 @@ class LazyTensor(JitTensor):
         """As ``JitTensor.view``; while recording, a view of a pending tensor (a reshape,
         permute, expand, slice or flip) is recorded as an ``ALIAS`` of it rather than computing
         it first."""
-        if self.node is not None and _state.depth:
+        if self.node is not None and _state.depth and self.stream is self.runtime.lazy_stream:
             alias = record(("view", strides, offset), ALIAS, (self,), self.dtype, (), shape,
                            self.runtime, self.device)
             if alias is not None:

@@ -220,8 +220,8 @@ class _Plan:
         self.rank = rank
 
     def info_prefix(self) -> list[int]:
-        """The launch's metadata words before the ops' scalars: the product's, then size,
-        shape, read layouts."""
+        """The launch's metadata words before the ops' scalars: the product's or the
+        reduction's, then size, shape, read layouts."""
         words = [] if self.product is None else list(self.product[1].info)
         if self.reduction is not None:
             words = list(self.reduction[1].info)

@@ -271,6 +271,19 @@ def _scaled(value: ir.Expr, stride: ir.Expr, unit: bool) -> ir.Expr:
     return value if unit else value * stride
 
 
+def _element(k: KernelBuilder, index: ir.Expr, ndim: int, layout: tuple[bool, ...]) -> tuple:
+    """Output element ``index``'s batch, row and column, and where its row of ``a`` and its
+    column of ``b`` start."""
+    col = k.let(index % k.info(N), "col")
+    rest = k.let(index / k.info(N), "r")
+    row = k.let(rest % k.info(M), "row")
+    batch = k.let(rest / k.info(M), "batch")
+    a_base, b_base = _batch_bases(k, batch, ndim)
+    a_at = k.let(a_base + _scaled(row, k.info(A_SM), layout[0]), "a")
+    b_at = k.let(b_base + _scaled(col, k.info(B_SN), layout[3]), "b")
+    return batch, row, col, a_at, b_at
+
+
 def _plain_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: bool,
                   epilogue: Epilogue | None = None) -> ir.Kernel:
     """One output element per invocation: a dot product over K read through strides."""
@@ -281,13 +294,7 @@ def _plain_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: boo
     i = k.global_index()
     with k.if_(i >= k.info(TOTAL)):
         k.return_()
-    col = k.let(i % k.info(N), "col")
-    rest = k.let(i / k.info(N), "r")
-    row = k.let(rest % k.info(M), "row")
-    batch = k.let(rest / k.info(M), "batch")
-    a_base, b_base = _batch_bases(k, batch, ndim)
-    a_at = k.let(a_base + _scaled(row, k.info(A_SM), layout[0]), "a")
-    b_at = k.let(b_base + _scaled(col, k.info(B_SN), layout[3]), "b")
+    batch, row, col, a_at, b_at = _element(k, i, ndim, layout)
     acc = k.let(ir.lift(0, ty), "acc")
     with k.for_(0, k.info(K), name="kk") as kk:
         k.assign(acc, acc + a[a_at + _scaled(kk, k.info(A_SK), layout[1])]
@@ -312,13 +319,7 @@ def _split_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: boo
     # No early return: every invocation reaches every barrier; those past the end compute the
     # last element again and store nothing.
     e = k.let(ir.select(i < k.info(TOTAL), i, k.info(TOTAL) - 1), "e")
-    col = k.let(e % k.info(N), "col")
-    rest = k.let(e / k.info(N), "r")
-    row = k.let(rest % k.info(M), "row")
-    batch = k.let(rest / k.info(M), "batch")
-    a_base, b_base = _batch_bases(k, batch, ndim)
-    a_at = k.let(a_base + _scaled(row, k.info(A_SM), layout[0]), "a")
-    b_at = k.let(b_base + _scaled(col, k.info(B_SN), layout[3]), "b")
+    batch, row, col, a_at, b_at = _element(k, e, ndim, layout)
     acc = k.let(ir.lift(0, ty), "acc")
     with k.for_(lane, k.info(K), SPLIT_LANES, name="kk") as kk:
         k.assign(acc, acc + a[a_at + _scaled(kk, k.info(A_SK), layout[1])]

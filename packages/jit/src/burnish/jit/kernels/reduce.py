@@ -383,10 +383,11 @@ def reduce(op: str, x: JitTensor, dim: int | None, strategy: str | None = None
     if op not in _OPS:
         raise ValueError(f"unknown reduction {op!r}")
     if (type(x) is lazy.LazyTensor and x.node is not None and lazy.RECORDING.depth
-            and strategy is None and op in SINGLE and x.numel):
-        pending = lazy.record(f"{op}/{dim}", _recorded(op, dim), (x,),
-                              _out_dtypes(op, x.dtype)[0], (), out_shape_of(x.shape, dim),
-                              x.runtime, x.device)
+            and x.stream is x.runtime.lazy_stream and strategy is None and op in SINGLE
+            and x.numel):
+        fn = _recorded(op, dim)
+        pending = lazy.record(fn.name, fn, (x,), _out_dtypes(op, x.dtype)[0], (),
+                              out_shape_of(x.shape, dim), x.runtime, x.device)
         if pending is not None:  # None: predicted to be flushed alone, so it runs now
             return [pending]
     signature = (x.runtime.generator, op, x.dtype, x.shape, x.strides, x.offset, dim, strategy)
