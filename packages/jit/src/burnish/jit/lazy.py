@@ -439,7 +439,8 @@ def _referenced(live: list[LazyTensor | None], first: LazyTensor | None,
 def _groups(targets: list[LazyTensor]) -> list[list[LazyTensor]]:
     """``targets`` split into kernels: one shape per kernel, each kernel after those computing
     the targets it reads (targets of another shape are inputs to it, read from memory). A
-    product starts a kernel; the elementwise targets of its shape after it join that kernel."""
+    product starts a kernel; the elementwise targets of its shape after it join that kernel. A
+    reduction or an alias is a kernel of its own (none, for an alias) that nothing joins."""
     target_ids = {id(t) for t in targets}
     groups: list[list[LazyTensor]] = []
     where: dict[int, int] = {}

@@ -24,6 +24,14 @@ _new = object.__new__
 MAX_GROUPS_X = 65535
 
 
+def grid(groups: int) -> tuple[int, int, int]:
+    """A launch of ``groups`` workgroups, split across x and y where x would exceed
+    ``MAX_GROUPS_X`` (kernels number them ``x + y * groups_x``; the last row may run past the
+    end)."""
+    gx = min(groups, MAX_GROUPS_X)
+    return (gx, -(-groups // gx), 1)
+
+
 class Runtime(ABC):
     """One device of a GPU API: allocation, transfers, compilation and launches."""
 
@@ -147,9 +155,8 @@ class Runtime(ABC):
         compiled, kernel = self.kernel(key, build)
         if groups is None:
             groups = -(-max(invocations or 0, 1) // kernel.workgroup[0])
-        gx = min(groups, MAX_GROUPS_X)
         meta = np.asarray(info if len(info) else [0], dtype=np.int32)
-        return compiled, meta, (gx, -(-groups // gx), 1)
+        return compiled, meta, grid(groups)
 
     def launch(self, key: Any, build, buffers: Sequence[DeviceBuffer], info: Sequence[int],
                invocations: int | None = None, groups: int | None = None

@@ -18,7 +18,7 @@ from burnish.dtype import DType
 from burnish.jit import ir, lazy
 from burnish.jit.builder import KernelBuilder
 from burnish.jit.kernels.reduce import coalesce
-from burnish.jit.runtime import MAX_GROUPS_X
+from burnish.jit.runtime import grid
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 WORKGROUP = 256
@@ -277,9 +277,7 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
     plan.packer = ScalarPacker(info, [d for _, d in scalars])
     plan.info = np.asarray(info, dtype=np.int32)
     plan.info.flags.writeable = False  # launches may keep it by identity (cuda does)
-    groups = -(-max(n, 1) // WORKGROUP)
-    gx = min(groups, MAX_GROUPS_X)
-    plan.groups = (gx, -(-groups // gx), 1)
+    plan.groups = grid(-(-max(n, 1) // WORKGROUP))
 
     def build() -> ir.Kernel:
         k = KernelBuilder(f"ew_{op}", (WORKGROUP, 1, 1))

@@ -31,7 +31,7 @@ from burnish.jit.kernels.elementwise import (
 )
 from burnish.jit.kernels.matmul import Epilogue, Layout, matmul
 from burnish.jit.kernels.reduce import OneLaunch, Source, reduce
-from burnish.jit.runtime import MAX_GROUPS_X, Runtime
+from burnish.jit.runtime import Runtime, grid
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 
@@ -249,8 +249,7 @@ class _Plan:
             groups = self.reduction[1].workgroups()
         else:
             groups = -(-numel(self.shape) // WORKGROUP)
-        gx = min(groups, MAX_GROUPS_X)
-        return (gx, -(-groups // gx), 1)
+        return grid(groups)
 
     def declare(self, k: KernelBuilder) -> tuple[list[ir.Buffer], list[ir.Buffer]]:
         """The kernel's buffers: the targets written, then the buffers read."""
@@ -418,9 +417,10 @@ def _run(runtime: Runtime, targets: list[lazy.LazyTensor],
               for t in targets]
     outs = [runtime.pool.alloc(size) for size in nbytes]
     handles = [b.handle for b in outs] + [x.buffer.handle for x in plan.buffers]
-    grid = plan.grid()
-    launch = None if stream is None else Launch(plan, stream, compiled, program, grid, nbytes)
-    runtime.dispatch(compiled, handles, info, grid)
+    workgroups = plan.grid()
+    launch = None if stream is None else Launch(plan, stream, compiled, program, workgroups,
+                                                nbytes)
+    runtime.dispatch(compiled, handles, info, workgroups)
     for t, buffer in zip(targets, outs):
         t.buffer = buffer
         t.node = None
@@ -460,49 +460,33 @@ def _split(runtime: Runtime, plan: _Plan) -> None:
 
 
 def _compute_lone(t: lazy.LazyTensor) -> None:
-    """Compute ``t``, whose inputs are all computed, with its op's own kernel."""
+    """Compute ``t``, whose inputs are all computed, with its op's own kernel (an alias: its
+    input's buffer)."""
     node = t.node
-    if node.fn is lazy.ALIAS:
-        t.buffer = node.inputs[0].buffer
-        t.node = None
-        return
+    t.buffer = (node.inputs[0] if node.fn is lazy.ALIAS else _eager(t, node.inputs)).buffer
+    t.node = None
+
+
+def _eager(t: lazy.LazyTensor, inputs) -> JitTensor:
+    """``t``'s op run by its own kernel over ``inputs`` (computed)."""
+    node = t.node
     if node.fn is lazy.PRODUCT:
-        t.buffer = matmul(*node.inputs, library=False).buffer
-        t.node = None
-        return
+        return matmul(*inputs, library=False)
     if type(node.fn) is lazy.Reduction:
-        t.buffer = reduce(node.fn.op, node.inputs[0], node.fn.dim)[0].buffer
-        t.node = None
-        return
+        return reduce(node.fn.op, inputs[0], node.fn.dim)[0]
     out = None
-    if not node.inputs:  # a constant: elementwise needs somewhere to write
+    if not inputs:  # a constant: elementwise needs somewhere to write
         itemsize = t.runtime.generator.storage_numpy(t.dtype.name).itemsize
         out = JitTensor(t.runtime.pool.alloc(t.numel * itemsize), t.shape, t.dtype, t.device,
                         t.runtime)
-    t.buffer = elementwise(node.op, node.fn, node.inputs, node.dtype, node.scalars, node.shape,
-                           out=out).buffer
-    t.node = None
+    return elementwise(node.op, node.fn, inputs, node.dtype, node.scalars, node.shape, out=out)
 
 
 def _run_eagerly(plan: _Plan) -> None:
     """One launch per op: for groups whose metadata or buffers exceed what a launch carries."""
     done: dict[int, JitTensor] = {}
     for t in plan.nodes:
-        node = t.node
-        inputs = [done.get(id(x), x) for x in node.inputs]
-        if node.fn is lazy.PRODUCT:
-            done[id(t)] = matmul(*inputs, library=False)
-            continue
-        if type(node.fn) is lazy.Reduction:
-            done[id(t)] = reduce(node.fn.op, inputs[0], node.fn.dim)[0]
-            continue
-        out = None
-        if not inputs:  # a constant
-            itemsize = t.runtime.generator.storage_numpy(t.dtype.name).itemsize
-            out = JitTensor(t.runtime.pool.alloc(t.numel * itemsize), t.shape, t.dtype, t.device,
-                            t.runtime)
-        done[id(t)] = elementwise(node.op, node.fn, inputs, node.dtype, node.scalars, node.shape,
-                                  out=out)
+        done[id(t)] = _eager(t, [done.get(id(x), x) for x in t.node.inputs])
     for t in plan.targets:
         t.buffer = done[id(t)].buffer
         t.node = None

@@ -103,17 +103,17 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
         return out
     layout = Layout(a, b, batch, out.offset, groups, bias is not None)
     buffers = [out.buffer, a.buffer, b.buffer] + ([bias.buffer] if bias is not None else [])
-    if not layout.tiled:
+
+    def run(name: str | None = None) -> None:
+        """Launch the product's kernel (the tiled one with tiling ``name``)."""
+        if name is not None:
+            layout.tile(_BY_NAME[name])
         runtime.launch(layout.key(), lambda: layout.kernel(Epilogue()), buffers, layout.info,
                        groups=layout.workgroups())
+
+    if not layout.tiled:
+        run()
         return out
-
-    def run(name: str) -> None:
-        tiling = _BY_NAME[name]
-        layout.tile(tiling)
-        runtime.launch(layout.key(), lambda: _tiled_kernel(tiling, *layout.base), buffers,
-                       layout.info, groups=layout.groups)
-
     flags = "".join("1" if unit else "s" for unit in layout.base[2])
     key = (f"matmul/{dtype.name}/{flags}{'/bias' if bias is not None else ''}/"
            f"{autotune.shape_class(count, m, n, k)}")
@@ -125,8 +125,8 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
 class Layout:
     """What a product's launch carries besides its buffers: the metadata words, the kernel's
     structural parameters (``base``: dtype, batch rank, unit strides, bias), and whether it
-    takes the tiled kernel (``tiled``; small and thin products take the plain one), with the
-    tiling chosen (``tile``) and the grid it needs."""
+    takes the tiled kernel (``tiled``; small and thin products take the plain one, or the split
+    one when K is long: ``split``), with the tiling chosen (``tile``) and the grid it needs."""
 
     def __init__(self, a: JitTensor, b: JitTensor, batch: tuple[int, ...],
                  out_offset: int = 0, groups: int = 1, has_bias: bool = False):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from burnish.jit import ir, lazy
 from burnish.jit.builder import KernelBuilder
 from burnish.jit.kernels.elementwise import WORKGROUP, ScalarPacker, info_scalar, plain
-from burnish.jit.runtime import MAX_GROUPS_X, Runtime
+from burnish.jit.runtime import Runtime, grid
 from burnish.jit.tensor import JitTensor, numel
 
 # info: the element count, the four inputs' offsets, then the scalars.
@@ -47,18 +47,12 @@ def adam_step(value: JitTensor, grad: JitTensor, moment_1: JitTensor, moment_2: 
     compiled = runtime.kernel(("adam_step", dtype.name), lambda: _adam_kernel(dtype))[0]
     runtime.dispatch(compiled, [outs[0].buffer.handle, outs[1].buffer.handle,
                                 outs[2].buffer.handle] + [x.buffer.handle for x in inputs],
-                     info, _grid(n))
+                     info, grid(-(-n // WORKGROUP)))
     return outs
 
 
 #: Per dtype: the launch's info in one pack, the count and offsets, then the six scalars.
 _PACKERS: dict = {}
-
-
-def _grid(n: int) -> tuple[int, int, int]:
-    groups = -(-n // WORKGROUP)
-    gx = min(groups, MAX_GROUPS_X)
-    return (gx, -(-groups // gx), 1)
 
 
 def _update(k: KernelBuilder, scalars: list[ir.Expr], outs: list[ir.Buffer],
@@ -158,7 +152,9 @@ def _launch(runtime: Runtime, dtype, scalars: tuple, batch: list[lazy.Update]) -
             handles.append(x.buffer.handle)
     compiled = runtime.kernel(("adam_steps", dtype.name, count),
                               lambda: _adam_many_kernel(dtype, count))[0]
-    runtime.dispatch(compiled, handles, packer.info(scalars, words), _grid(total // itemsize))
+    elements = total // itemsize
+    runtime.dispatch(compiled, handles, packer.info(scalars, words),
+                     grid(-(-elements // WORKGROUP)))
 
 
 #: Per dtype and update count: a launch's info in one pack.
