@@ -30,6 +30,7 @@ from burnish.errors import (  # noqa: E402
     BackendNotInstalledError,
     BurnishError,
     DeviceError,
+    DivisionByZeroError,
     DTypeError,
     RecordError,
     ShapeError,
@@ -44,14 +45,16 @@ from burnish.registry import (  # noqa: E402
 )
 from burnish.shape import Shape  # noqa: E402
 from burnish.tensor import Tensor, cat, stack, where  # noqa: E402
+from burnish.tensor.core import is_debug, set_debug  # noqa: E402
 from burnish.tensor_data import TensorData  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AutodiffError", "BackendNotInstalledError", "BurnishError", "DType", "DTypeError", "Device",
-    "DeviceError", "Distribution", "Kind", "RecordError", "Shape", "ShapeError", "Tensor",
-    "TensorData", "UnsupportedError", "backend", "bfloat16", "bool_", "default_backend",
-    "default_device", "float16", "float32", "float64", "functional", "int8", "int16", "int32",
-    "int64", "seed", "set_default_backend", "uint8", "cat", "stack", "where",
+    "DeviceError", "DivisionByZeroError", "Distribution", "Kind", "RecordError", "Shape",
+    "ShapeError", "Tensor", "TensorData", "UnsupportedError", "backend", "bfloat16", "bool_",
+    "default_backend", "default_device", "float16", "float32", "float64", "functional", "int8",
+    "int16", "int32", "int64", "is_debug", "seed", "set_debug", "set_default_backend", "uint8",
+    "cat", "stack", "where",
 ]

@@ -45,3 +45,7 @@ class UnsupportedError(BurnishError, TypeError):
 
 class AutodiffError(BurnishError, RuntimeError):
     """A gradient asked of a backend without autodiff, or of a graph that backward() freed."""
+
+
+class DivisionByZeroError(BurnishError, ZeroDivisionError):
+    """An int division (``//``) or remainder (``%``) by zero, which has no int result."""

@@ -32,6 +32,7 @@ class AutodiffBase(BackendBase):
         # autodiff-balanced+ndarray.
         prefix = "autodiff" if checkpointing == "none" else f"autodiff-{checkpointing}"
         self.name = f"{prefix}+{inner.name}"
+        self.values_on_host = inner.values_on_host
         self._devices: dict[Device, Device] = {}
 
     # -- recording ----------------------------------------------------------------------------

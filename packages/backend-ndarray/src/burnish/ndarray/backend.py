@@ -25,3 +25,4 @@ class NdArrayBackend(
     """
 
     name = "ndarray"
+    values_on_host = True

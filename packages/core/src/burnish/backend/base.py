@@ -33,6 +33,12 @@ class BackendBase(ABC):
     #: The name the backend is registered under (``"ndarray"``, ``"wgpu"``...).
     name: str = "unnamed"
 
+    #: True when primitives hold their values in host memory, computed when the op returns
+    #: (ndarray): reading them costs no device transfer or synchronisation, so ``Tensor``
+    #: checks values there (an int divisor of zero, a class target out of range) on every call;
+    #: on other backends only in debug mode (``BURNISH_DEBUG=1``).
+    values_on_host: bool = False
+
     # -- devices and dtypes -------------------------------------------------------------------
 
     @abstractmethod

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from burnish.dtype import DEFAULT_FLOAT, Kind, bool_, promote, scalar_dtype, uint8
-from burnish.errors import DTypeError, ShapeError
+from burnish.errors import DivisionByZeroError, DTypeError, ShapeError
 from burnish.shape import broadcast_shapes, show
 from burnish.tensor import core as _core
 
@@ -107,13 +109,23 @@ class ArithmeticMixin:
         return self._as_float_for(other)._binary(other, "div", "div")
 
     def floor_div(self, other: Operand) -> Tensor:
-        """``self // other``: floor of the quotient (exact for ints)."""
+        """``self // other``: floor of the quotient (exact for ints).
+
+        An int division by zero raises ``DivisionByZeroError``, as PyTorch does on the CPU:
+        always for a Python scalar divisor, for a tensor divisor where the backend keeps its
+        values on the host (ndarray) or in debug mode (``BURNISH_DEBUG=1``); elsewhere its
+        result is unspecified. Float division by zero gives inf or NaN."""
         if self._dtype.is_float or _is_float_operand(other):
             return self.div(other).floor()
+        _check_divisor(self, other, "floor_div", "//")
         return self._binary(other, "div", "floor_div")
 
     def remainder(self, other: Operand) -> Tensor:
-        """``self % other`` with Python's sign rule (the result has the divisor's sign)."""
+        """``self % other`` with Python's sign rule (the result has the divisor's sign).
+
+        An int remainder by zero raises ``DivisionByZeroError`` where ``floor_div`` does."""
+        if not (self._dtype.is_float or _is_float_operand(other)):
+            _check_divisor(self, other, "remainder", "%")
         if isinstance(other, _SCALARS):
             return self._binary(_core_full_like(self, other), "remainder", "remainder")
         return self._binary(other, "remainder", "remainder")
@@ -160,9 +172,13 @@ class ArithmeticMixin:
     def __rfloordiv__(self, other: Operand) -> Tensor:
         if self._dtype.is_float or isinstance(other, float):
             return self.__rtruediv__(other).floor()
+        if isinstance(other, _SCALARS):
+            _check_divisor(other, self, "floor_div", "//")
         return self._reflected(other, "div", "floor_div")
 
     def __rmod__(self, other: Operand) -> Tensor:
+        if not (self._dtype.is_float or isinstance(other, float)) and isinstance(other, _SCALARS):
+            _check_divisor(other, self, "remainder", "%")
         return self._reflected(other, "remainder", "remainder")
 
     def __rpow__(self, other: Operand) -> Tensor:
@@ -452,6 +468,35 @@ def _no_bool(dtype, name: str) -> None:
     if dtype.kind is _BOOL:
         raise DTypeError(f"{name} is not defined for bool tensors; cast with .int() or .float(), "
                          "or use logical_and/logical_or")
+
+
+def _check_divisor(dividend: Operand, divisor: Operand, name: str, symbol: str) -> None:
+    """Raise DivisionByZeroError when an int ``//`` or ``%`` divides by zero: a scalar divisor
+    always, a tensor divisor where its values can be read for free (or in debug mode)."""
+    if type(divisor) is not _core.Tensor:
+        if isinstance(divisor, _SCALARS) and divisor == 0:
+            raise DivisionByZeroError(
+                f"{name}: integer division by zero: {_describe(dividend)} {symbol} {divisor!r}; "
+                "cast to float first for inf/NaN results"
+            )
+        return
+    if divisor._dtype.kind is _FLOAT or not _core.checks_values(divisor._device):
+        return
+    values = divisor.to_numpy()
+    if values.all():
+        return
+    where = [int(i) for i in np.argwhere(values == 0)[0]]
+    at = f" at index {where}" if where else ""
+    raise DivisionByZeroError(
+        f"{name}: integer division by zero: {_describe(dividend)} {symbol} "
+        f"{_describe(divisor)}, whose value{at} is 0; cast to float first for inf/NaN results"
+    )
+
+
+def _describe(operand: Operand) -> str:
+    if type(operand) is _core.Tensor:
+        return f"{operand._dtype} tensor {show(operand._prim.shape)}"
+    return repr(operand)
 
 
 def _is_float_operand(other: Operand) -> bool:

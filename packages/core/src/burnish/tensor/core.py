@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from burnish.dtype import DType, Kind, promote
@@ -16,6 +17,28 @@ if TYPE_CHECKING:
 Tensor: type = None  # type: ignore[assignment]
 
 _new = object.__new__
+
+#: Debug mode: the checks that must read a tensor's values (an int divisor of zero, a class
+#: target out of range) also run on backends whose values live on a device, where each one
+#: costs a device read and a synchronisation. ``BURNISH_DEBUG=1`` turns it on at start-up.
+_debug = os.environ.get("BURNISH_DEBUG", "").strip().lower() not in ("", "0", "false", "off", "no")
+
+
+def set_debug(enabled: bool) -> None:
+    """Turn debug mode on or off for this process (``BURNISH_DEBUG=1`` sets it at start-up)."""
+    global _debug
+    _debug = bool(enabled)
+
+
+def is_debug() -> bool:
+    """Whether debug mode is on."""
+    return _debug
+
+
+def checks_values(device: Device) -> bool:
+    """Whether value checks run for tensors on ``device``: always where the backend keeps
+    values on the host (``Backend.values_on_host``: reading them is free), else in debug mode."""
+    return _debug or device.backend.values_on_host
 
 
 def make(prim: Any, device: Device, dtype: DType) -> Tensor:
