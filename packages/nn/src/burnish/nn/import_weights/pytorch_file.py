@@ -22,6 +22,11 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL = 1001
 
 _STORAGE_KEY = re.compile(r"[A-Za-z0-9_]+")
+_ZIP_MAGIC = b"PK\x03\x04"
+
+#: All tensors of a file together may take this many times the file's size once copied out:
+#: room for a few tensors sharing one storage (tied weights), never a broadcast's gigabytes.
+MAX_EXPANSION = 4
 
 
 def read_pytorch(path: str | os.PathLike[str], top_level_key: str | None = None
@@ -36,26 +41,33 @@ def read_pytorch(path: str | os.PathLike[str], top_level_key: str | None = None
 
     Nothing in the file is executed: its pickle may only name PyTorch's tensor-rebuilding
     functions, its storage types and ``collections.OrderedDict``; any other global raises
-    RecordError naming it, as do truncated or inconsistent files.
+    RecordError naming it, as do truncated or inconsistent files. Work and memory are bounded by
+    the file's size: storages may not claim more bytes than the file holds, a tensor may not hold
+    more values than its storage (a broadcast view is refused), all tensors together may not
+    take more than ``MAX_EXPANSION`` times the file's size, and flattening may not visit more
+    entries than the file has bytes (shared containers nested in each other would otherwise
+    make it exponential). Two entries whose dotted paths collide are refused too.
     """
     source = Path(path)
     data = source.read_bytes()
     try:
-        if zipfile.is_zipfile(io.BytesIO(data)):
+        # A zip starts with a local file header; is_zipfile looks for the directory at the end,
+        # which a truncated file lacks, so check both to report truncation as such.
+        if data.startswith(_ZIP_MAGIC) or zipfile.is_zipfile(io.BytesIO(data)):
             tree = _read_zip(data)
         else:
             tree = _read_legacy(data)
         if top_level_key is not None:
             if not isinstance(tree, dict) or top_level_key not in tree:
-                keys = ", ".join(map(str, tree)) if isinstance(tree, dict) else "none"
+                keys = ", ".join(map(_key_text, tree)) if isinstance(tree, dict) else "none"
                 raise RecordError(f"no entry {top_level_key!r} at the top level; it has {keys}")
             tree = tree[top_level_key]
-        flat: dict[str, TensorData] = {}
+        flattener = _Flattener(len(data))
         try:
-            _flatten(tree, "", flat)
+            flattener.visit(tree, "")
         except RecursionError:
             raise RecordError("the saved object nests too deeply to be a state dict") from None
-        return flat
+        return flattener.flat
     except RecordError as error:
         raise RecordError(f"cannot load {source} as a PyTorch file: {error}") from error
 
@@ -63,8 +75,9 @@ def read_pytorch(path: str | os.PathLike[str], top_level_key: str | None = None
 def _read_zip(data: bytes) -> Any:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile as error:
-        raise RecordError(f"not a valid zip archive: {error}") from None
+    except (zipfile.BadZipFile, EOFError, ValueError) as error:
+        raise RecordError(f"truncated or corrupt zip archive ({len(data)} bytes): {error}"
+                          ) from None
     pickles = [name for name in archive.namelist()
                if name.endswith("/data.pkl") and name.count("/") == 1]
     if len(pickles) != 1:
@@ -76,7 +89,10 @@ def _read_zip(data: bytes) -> Any:
         # torch.save stores every entry uncompressed; a compressed one could be a zip bomb.
         if archive.getinfo(name).compress_type != zipfile.ZIP_STORED:
             raise RecordError(f"entry {name!r} is compressed; PyTorch writes them stored")
-        return archive.read(name)
+        try:
+            return archive.read(name)
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
+            raise RecordError(f"zip entry {name!r} is truncated or corrupt: {error}") from None
 
     order = "little"
     if prefix + "byteorder" in names:
@@ -84,7 +100,10 @@ def _read_zip(data: bytes) -> Any:
         if order not in ("little", "big"):
             raise RecordError(f"unknown byte order {order!r}")
 
+    loaded = 0
+
     def load_storage(kind: StorageType, key: str, numel: int) -> Storage:
+        nonlocal loaded
         name = f"{prefix}data/{key}"
         if not _STORAGE_KEY.fullmatch(key) or name not in names:
             raise RecordError(f"the pickle refers to storage {key!r}, which the archive lacks")
@@ -93,6 +112,11 @@ def _read_zip(data: bytes) -> Any:
         if size != expected:
             raise RecordError(f"storage {key!r} ({kind.name}, {numel} values) needs {expected} "
                               f"bytes, the archive holds {size}")
+        # Stored entries cannot hold more than the file; entries that overlap could.
+        loaded += expected
+        if loaded > len(data):
+            raise RecordError(f"storage {key!r} brings the storages to {loaded} bytes, more "
+                              f"than the {len(data)}-byte file holds (overlapping entries)")
         values = _values(read(name), kind, order)
         return Storage(kind.dtype, numel, [values])
 
@@ -153,13 +177,46 @@ def _values(raw: bytes, kind: StorageType, order: str) -> np.ndarray:
     return values
 
 
-def _flatten(node: Any, path: str, flat: dict[str, TensorData]) -> None:
-    if isinstance(node, Rebuilt):
-        flat[path] = node.into_data()
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            if isinstance(key, str | int):
-                _flatten(value, join(path, str(key)), flat)
-    elif isinstance(node, list | tuple):
-        for i, value in enumerate(node):
-            _flatten(value, join(path, str(i)), flat)
+class _Flattener:
+    """Every tensor of a saved object by dotted path, within budgets set by the file's size."""
+
+    def __init__(self, file_size: int):
+        self.flat: dict[str, TensorData] = {}
+        self.visits_left = max(file_size, 1)
+        self.bytes_left = MAX_EXPANSION * file_size
+
+    def visit(self, node: Any, path: str) -> None:
+        self.visits_left -= 1
+        if self.visits_left < 0:
+            raise RecordError(
+                f"entry {path!r}: the saved object refers to its containers so many times over "
+                f"that flattening it visits more entries than the file has bytes (shared "
+                f"references nested in each other)")
+        if isinstance(node, Rebuilt):
+            self.leaf(node, path)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(key, str | int):
+                    self.visit(value, join(path, _key_text(key)))
+        elif isinstance(node, list | tuple):
+            for i, value in enumerate(node):
+                self.visit(value, join(path, str(i)))
+
+    def leaf(self, tensor: Rebuilt, path: str) -> None:
+        if path in self.flat:
+            raise RecordError(f"two entries have the dotted path {path!r}")
+        tensor.check(path)
+        self.bytes_left -= tensor.numel * tensor.storage.dtype.itemsize
+        if self.bytes_left < 0:
+            raise RecordError(
+                f"entry {path!r}: the tensors would take more than {MAX_EXPANSION} times the "
+                f"file's size once copied out (views sharing one storage many times over)")
+        self.flat[path] = tensor.into_data(path)
+
+
+def _key_text(key: Any) -> str:
+    """A dict key as a path level; RecordError for an int too long to be a real key."""
+    try:
+        return str(key)
+    except ValueError:
+        raise RecordError("a dict key is an integer with thousands of digits") from None

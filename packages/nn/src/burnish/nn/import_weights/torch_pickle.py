@@ -53,17 +53,41 @@ class Storage:
 
 @dataclass(frozen=True, slots=True)
 class Rebuilt:
-    """A tensor the pickle rebuilt: a strided view of a storage, checked to stay inside it."""
+    """A tensor the pickle rebuilt: a strided view of a storage, checked when it is copied out."""
 
     storage: Storage
     offset: int
     size: tuple[int, ...]
     stride: tuple[int, ...]
 
-    def into_data(self) -> TensorData:
-        """The tensor's values, copied out of the storage in C order."""
+    @property
+    def numel(self) -> int:
+        return math.prod(self.size)
+
+    def check(self, path: str) -> None:
+        """Raise RecordError, naming entry ``path``, unless the view stays inside its storage
+        and holds no more values than the storage: a view that repeats its storage's values
+        (zero or overlapping strides, as ``expand`` makes) could ask for gigabytes from a few
+        bytes, so it is refused rather than copied out."""
+        numel, available = self.numel, self.storage.numel
+        if numel == 0:
+            return
+        described = f"size {list(self.size)}, stride {list(self.stride)} at offset {self.offset}"
+        last = self.offset + sum((n - 1) * s for n, s in zip(self.size, self.stride))
+        if last >= available:
+            raise RecordError(f"entry {path!r}: a tensor of {described} reaches past its "
+                              f"storage of {available} values")
+        if numel > available:
+            raise RecordError(
+                f"entry {path!r}: a tensor of {described} has {numel} values but its storage "
+                f"only {available}: it repeats values (a broadcast view, as expand makes); "
+                f"save tensor.contiguous() instead")
+
+    def into_data(self, path: str) -> TensorData:
+        """The tensor's values, copied out of the storage in C order, after ``check(path)``."""
+        self.check(path)
         values = self.storage.values()
-        if math.prod(self.size) == 0:
+        if self.numel == 0:
             return TensorData(np.zeros(self.size, values.dtype), self.storage.dtype)
         view = np.lib.stride_tricks.as_strided(
             values[self.offset:], shape=self.size,
@@ -83,17 +107,13 @@ class SafeFunction:
 
 def rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, *_: Any) -> Rebuilt:
     """``torch._utils._rebuild_tensor_v2``'s stand-in: the strided view of ``storage`` that the
-    arguments describe, after checking that it stays inside the storage."""
+    arguments describe. Its extent is checked when it is copied out (``Rebuilt.check``), where
+    the entry's name is known; legacy files hold the storage's values after the pickle."""
     if not isinstance(storage, Storage):
         raise RecordError(f"a tensor is rebuilt from {type(storage).__name__}, not a storage")
     size, stride = _ints(size, "size"), _ints(stride, "stride")
     if type(offset) is not int or offset < 0 or len(size) != len(stride):
         raise RecordError(f"a tensor has offset {offset!r}, size {size} and stride {stride}")
-    if math.prod(size) > 0:
-        last = offset + sum((n - 1) * s for n, s in zip(size, stride))
-        if last >= storage.numel:
-            raise RecordError(f"a tensor of size {list(size)}, stride {list(stride)} at offset "
-                              f"{offset} reaches past its storage of {storage.numel} values")
     return Rebuilt(storage, offset, size, stride)
 
 
@@ -167,5 +187,5 @@ def unpickle(data: bytes | io.BufferedIOBase,
     except RecordError:
         raise
     except (pickle.UnpicklingError, EOFError, TypeError, ValueError, KeyError, IndexError,
-            AttributeError, RecursionError) as error:
+            AttributeError, RecursionError, OverflowError) as error:
         raise RecordError(f"not a valid PyTorch pickle: {type(error).__name__}: {error}") from None
