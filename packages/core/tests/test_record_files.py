@@ -336,6 +336,13 @@ def binary_leaf(**leaf: object) -> dict:
         (binary_bytes(binary_leaf(dtype="float32", shape=[1], offset=-4), b"abcd"), "outside"),
         (binary_bytes(binary_leaf(dtype="float32", shape=[1], offset="0"), b"abcd"), "outside"),
         (binary_bytes(binary_leaf(dtype="int4", shape=[1], offset=0), b"abcd"), "unknown dtype"),
+        (binary_bytes({"metadata": METADATA, "tensors": {
+            "a": {"dtype": "float32", "shape": [2], "offset": 0},
+            "b": {"dtype": "float32", "shape": [1], "offset": 4}}}, bytes(8)),
+         r"tensor 'b' \(bytes 4 to 8\) overlaps tensor 'a' \(bytes 0 to 8\)"),
+        (binary_bytes({"metadata": METADATA, "tensors": {"many": [
+            {"dtype": "uint8", "shape": [64], "offset": 0}] * 3}}, bytes(64)),
+         "tensor 'many.1' .* overlaps tensor 'many.0'"),
         (binary_bytes({"metadata": METADATA}), "no 'tensors'"),
         (binary_bytes([[[[]]]]), "no 'tensors'"),
         (binary_bytes(binary_leaf(dtype="float32", shape=[1], offset=0), b"abcd")[:-1] + b"\x00",

@@ -7,7 +7,8 @@ Layout (integers little-endian)::
     8          4     u32 layout version, 1
     12         8     u64 header length H
     20         H     header: MessagePack {"metadata": {...}, "tensors": tree}; each tensor is
-                     {"dtype": "float32", "shape": [2, 3], "offset": int}, offset into the data
+                     {"dtype": "float32", "shape": [2, 3], "offset": int}, offset into the data;
+                     no two tensors' bytes overlap
     20+H       P     zero bytes up to a multiple of 8: the data section starts aligned
     D          N     tensor bytes, little-endian, C order, each starting at a multiple of 8
     end-32     32    BLAKE2b-256 digest of every byte before it
@@ -18,6 +19,7 @@ half-copied file are all reported as such.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import struct
 from typing import Any
@@ -88,6 +90,9 @@ class BinaryFormat(RecordFormat):
             raise RecordError("binary record header has no 'tensors' map")
         metadata = RecordMetadata.from_dict(header.get("metadata"))
         tensors = body[end + _padding(end) :]
+        # Every tensor's byte range, sorted by start: ranges must not overlap, or a header of a
+        # few bytes per tensor could make each one a copy of the whole data section.
+        placed: list[tuple[int, int, str]] = []
 
         def read(leaf: dict, path: str) -> TensorData:
             dtype = check_dtype(leaf["dtype"], path)
@@ -99,9 +104,25 @@ class BinaryFormat(RecordFormat):
                     f"tensor {path!r} claims {length} bytes at offset {offset!r}, "
                     f"outside the {len(tensors)}-byte data section"
                 )
+            if length:
+                _claim(placed, offset, length, path)
             return decode_tensor(dtype.name, list(shape), tensors[offset : offset + length], path)
 
         return decode_nested(header["tensors"], read), metadata
+
+
+def _claim(placed: list[tuple[int, int, str]], offset: int, length: int, path: str) -> None:
+    """Add ``path``'s byte range to ``placed`` (sorted by start); RecordError naming both
+    tensors when it overlaps one already placed."""
+    index = bisect.bisect(placed, (offset,))
+    for neighbour in placed[max(index - 1, 0) : index + 1]:
+        start, size, other = neighbour
+        if start < offset + length and offset < start + size:
+            raise RecordError(
+                f"tensor {path!r} (bytes {offset} to {offset + length}) overlaps tensor "
+                f"{other!r} (bytes {start} to {start + size}) in the data section"
+            )
+    placed.insert(index, (offset, length, path))
 
 
 def _padding(size: int) -> int:
