@@ -15,6 +15,7 @@ from burnish.errors import ShapeError
 from burnish.nn.activation import softplus
 from burnish.nn.module import Module
 from burnish.shape import show
+from burnish.tensor.core import checks_values
 
 Reduction = Literal["mean", "sum", "none"]
 
@@ -48,6 +49,12 @@ class CrossEntropyLoss(Module):
     taken). ``weights``: one per class; the mean is weighted by the targets' weights, as in
     PyTorch. ``smoothing``: label smoothing ``α``, the target distribution being
     ``(1 - α) * one_hot + α / classes``. ``pad_tokens``: targets with these ids are left out.
+
+    A target outside ``[0, classes)`` that is not a pad token raises ``ShapeError`` naming it,
+    its position and the range, as PyTorch raises: checked where the backend keeps values on the
+    host (ndarray), and on GPU backends in debug mode (``BURNISH_DEBUG=1``), since reading the
+    targets there costs a synchronisation per step. Unchecked, such a target counts as a class
+    no score belongs to, and the loss is silently wrong.
     """
 
     logits: bool = True
@@ -60,6 +67,8 @@ class CrossEntropyLoss(Module):
             raise ShapeError(f"cross entropy: scores must be [batch, classes] and targets "
                              f"[batch], got {show(scores.shape)} and {show(targets.shape)}")
         batch, classes = scores.shape
+        if checks_values(targets.device):
+            _check_targets(targets, classes, self.pad_tokens, scores.shape)
         log_probs = F.log_softmax(scores, 1) if self.logits else scores.log()
         one_hot = (targets.unsqueeze(1) == _class_ids(classes, scores.device))
         one_hot = one_hot.cast(scores.dtype)
@@ -84,6 +93,25 @@ class CrossEntropyLoss(Module):
         # The mean's denominator: the kept targets' weights (their count without weights).
         per_target = keep if weights is None else (one_hot * weights).sum(1) * keep
         return (nll * keep).sum() / per_target.sum()
+
+
+def _check_targets(targets: Tensor, classes: int, pads: Sequence[int] | None,
+                   scores_shape) -> None:
+    values = targets.to_numpy()
+    bad = (values < 0) | (values >= classes)
+    if pads:
+        bad &= ~np.isin(values, np.asarray(list(pads)))
+    if not bad.any():
+        return
+    index = int(np.argmax(bad))
+    value = values[index].item()
+    hint = ""
+    if value < 0:
+        hint = f"; to leave such targets out, name them in pad_tokens (pad_tokens=[{value}])"
+    count = int(bad.sum())
+    others = f" ({count - 1} other target{'s' if count > 2 else ''} too)" if count > 1 else ""
+    raise ShapeError(f"cross entropy: target {value} at index {index} is outside the classes "
+                     f"[0, {classes}) of scores {show(scores_shape)}{others}{hint}")
 
 
 class BinaryCrossEntropyLoss(Module):
