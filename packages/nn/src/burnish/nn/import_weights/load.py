@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from burnish import Tensor, record
 from burnish.errors import RecordError
-from burnish.nn.import_weights.adapter import PYTORCH, WeightAdapter
+from burnish.nn.import_weights.adapter import PYTORCH, Chunk, WeightAdapter
 from burnish.nn.import_weights.pytorch_file import read_pytorch
 from burnish.nn.module import Module
 from burnish.nn.param import Param
@@ -82,8 +82,9 @@ def load_weights(
 
     ``remap`` rewrites the source's keys first: each ``(pattern, replacement)`` is applied with
     ``re.sub`` in order (``[(r"^features\\.", "conv.")]``). The ``adapter`` then says, for each
-    parameter, which source key holds it and how to convert its layout; by default ``PYTORCH``
-    (Linear weights transposed, norm ``weight``/``bias`` as ``gamma``/``beta``), except for
+    parameter, which source key (or piece of a packed one) holds it and how to convert its
+    layout; by default ``PYTORCH`` (Linear weights transposed, norm ``weight``/``bias`` as
+    ``gamma``/``beta``, attention's and recurrent layers' packed weights split), except for
     files burnish wrote, which are read as they are. Values are cast to each parameter's dtype,
     on its device; ids and frozen flags stay the module's.
 
@@ -103,17 +104,27 @@ def load_weights(
     result: LoadResult[M] = LoadResult(module)
     values: dict[str, TensorData] = {}
     taken: set[str] = set()
-    for name, owner, attribute, param in _params_with_owners(module):
-        key = name[: len(name) - len(attribute)] + adapter.source_name(owner, attribute)
+    for name, enclosing, param in _params_with_enclosing(module):
+        source, conversion = adapter.locate(enclosing, name)
+        key = source.key if isinstance(source, Chunk) else source
         if key not in tensors:
-            result.missing.append(name if key == name else f"{name} (as {key})")
+            result.missing.append(name if source == name else f"{name} (as {source})")
             continue
         taken.add(key)
         data = tensors[key]
-        converted = adapter.convert(owner, attribute, data.to_numpy())
+        converted = data.to_numpy()
+        if isinstance(source, Chunk):
+            if not source.fits(converted.shape):
+                result.mismatched.append(f"{name} (module {show(param.shape)}, source "
+                                         f"{show(list(converted.shape))} as {key}: not "
+                                         f"{source.count} equal pieces along dim {source.dim})")
+                continue
+            converted = source.take(converted)
+        if conversion is not None:
+            converted = conversion(converted)
         if list(converted.shape) != list(param.shape):
             result.mismatched.append(f"{name} (module {show(param.shape)}, source "
-                                     f"{show(list(converted.shape))} as {key})")
+                                     f"{show(list(converted.shape))} as {source})")
             continue
         values[name] = TensorData(converted, data.dtype)
         result.loaded.append(name)
@@ -156,11 +167,13 @@ def _remapped(tensors: dict[str, TensorData], remap: Sequence[tuple[str, str]]
     return renamed
 
 
-def _params_with_owners(module: Module) -> list[tuple[str, Module, str, Param]]:
-    """Each parameter's name, the innermost module holding it, and its name in that module."""
+def _params_with_enclosing(module: Module
+                           ) -> list[tuple[str, list[tuple[str, Module]], Param]]:
+    """Each parameter's name, the modules that hold it (outermost first, each with its path),
+    and the parameter."""
     found = []
     for name, param in module.named_params():
-        owner, start = module, 0
+        enclosing: list[tuple[str, Module]] = [("", module)]
         node: Any = module
         parts = name.split(".")
         for depth, part in enumerate(parts[:-1]):
@@ -171,6 +184,6 @@ def _params_with_owners(module: Module) -> list[tuple[str, Module, str, Param]]:
             else:
                 node = node[int(part)]
             if isinstance(node, Module):
-                owner, start = node, depth + 1
-        found.append((name, owner, ".".join(parts[start:]), param))
+                enclosing.append((".".join(parts[: depth + 1]), node))
+        found.append((name, enclosing, param))
     return found
