@@ -168,6 +168,23 @@ def test_command_line_lists_unsupported_operators(tmp_path):
     assert "Frobnicate" in result.stdout and "'frob'" in result.stderr
 
 
+@pytest.mark.parametrize("content", [b"", b"this is not protobuf\n", bytes(range(256)) * 2,
+                                     "truncated"])
+def test_command_line_reports_a_corrupt_file_in_one_line(tmp_path, content):
+    path = tmp_path / "corrupt.onnx"
+    if content == "truncated":
+        content = (FIXTURES / "mlp.onnx").read_bytes()[:1000]
+    path.write_bytes(content)
+    result = subprocess.run([sys.executable, "-m", "burnish.onnx", str(path), "--out",
+                             str(tmp_path / "out")], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {path}: not an ONNX model")
+    assert lines[0].count(str(path)) == 1 and "PosixPath" not in lines[0]
+
+
 def test_control_flow_subgraphs_become_nested_functions():
     """Loop with an If inside: the subgraphs read the outer graph's weight and input by name
     (closure variables of the nested functions), and the weight stays a parameter."""

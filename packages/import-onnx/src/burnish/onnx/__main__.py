@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from burnish.onnx.errors import OnnxImportError
+from burnish.onnx.errors import OnnxImportError, UnsupportedOperatorError
 from burnish.onnx.importer import generate, survey
 
 
@@ -25,15 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         imported = generate(args.model, args.out, name, args.format)
     except OnnxImportError as error:
-        try:
-            counts, missing = survey(args.model)
-        except OnnxImportError:
-            counts, missing = {}, {}
-        for op, count in sorted(counts.items()):
-            print(f"{op:28} {count:>5}  {'UNSUPPORTED' if op in missing else ''}".rstrip())
-        listing = ", ".join(f"{op} (node {node!r})" for op, node in sorted(missing.items()))
-        print(f"unsupported operators: {listing or 'none'}")
-        print(f"error: {args.model}: {error}", file=sys.stderr)
+        if isinstance(error, UnsupportedOperatorError):
+            report_operators(args.model)
+        # One line naming the file once: errors about the file itself already start with it.
+        print(f"error: {error}" if error.file is not None else f"error: {args.model}: {error}",
+              file=sys.stderr)
         return 1
     extension = args.format or "safetensors"
     print(f"wrote {args.out / (name + '.py')} and {args.out / (name + '.' + extension)}")
@@ -43,6 +39,19 @@ def main(argv: list[str] | None = None) -> int:
     print(imported.report.table())
     print("unsupported operators: none")
     return 0
+
+
+def report_operators(model: Path) -> None:
+    """Print every operator of the model with its node count, and those unsupported."""
+    try:
+        counts, missing = survey(model)
+    except OnnxImportError:
+        return  # the error printed next says why
+    for op, count in sorted(counts.items()):
+        print(f"{op:28} {count:>5}  {'UNSUPPORTED' if op in missing else ''}".rstrip())
+    if missing:
+        listing = ", ".join(f"{op} (node {node!r})" for op, node in sorted(missing.items()))
+        print(f"unsupported operators: {listing}")
 
 
 if __name__ == "__main__":

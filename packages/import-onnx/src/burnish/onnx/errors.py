@@ -18,12 +18,22 @@ def where(node: Node | None) -> str:
 
 
 class OnnxImportError(BurnishError, ValueError):
-    """A model that cannot be imported. ``node`` is the ONNX node at fault, when there is one."""
+    """A model that cannot be imported. ``node`` is the ONNX node at fault, when there is one;
+    ``file`` the file that could not be read, when the fault is the file itself (the message
+    then starts with the file's path instead of a node)."""
 
-    def __init__(self, reason: str, node: Node | None = None):
+    def __init__(self, reason: str, node: Node | None = None, file: str | None = None):
         self.node = node
         self.reason = reason
-        super().__init__(f"{where(node)}: {reason}")
+        self.file = file
+        place = file if file is not None and node is None else where(node)
+        super().__init__(f"{place}: {reason}")
+
+
+class FoldWarning(UserWarning):
+    """A node computable from constants that could not be computed at import (onnx's reference
+    evaluator failed on it): it stays a computation of ``forward``, which may fail the same way
+    when it runs."""
 
 
 class UnsupportedOperatorError(OnnxImportError, UnsupportedError):

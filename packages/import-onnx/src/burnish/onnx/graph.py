@@ -125,29 +125,39 @@ def attribute_value(attr: onnx.AttributeProto) -> Any:
 
 def read_model(source: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.ModelProto:
     """The model from a path, serialized bytes or a ModelProto; MalformedModelError when it
-    cannot be read or fails onnx's checker."""
+    cannot be read or fails onnx's checker (naming the file, as a plain path, when it is one)."""
+    file = None
     if isinstance(source, onnx.ModelProto):
         model = source
-    else:
+    elif isinstance(source, bytes):
         try:
-            if isinstance(source, bytes):
-                model = onnx.load_from_string(source)
-            else:
-                path = Path(source)
-                if not path.is_file():
-                    raise MalformedModelError(f"no such file: {path}")
-                model = onnx.load(str(path))
-        except MalformedModelError:
-            raise
+            model = onnx.load_from_string(source)
         except Exception as error:
-            raise MalformedModelError(f"cannot read the ONNX file {source!r}: {error}") from None
+            raise MalformedModelError(f"not an ONNX model: {_one_line(error)}") from None
+    else:
+        path = Path(source)
+        file = str(path)
+        if not path.is_file():
+            reason = "not a file" if path.exists() else "no such file"
+            raise MalformedModelError(reason, file=file)
+        try:
+            model = onnx.load(file)
+        except Exception as error:
+            raise MalformedModelError(f"not an ONNX model: {_one_line(error)}",
+                                      file=file) from None
     if not model.graph.node and not model.graph.output:
-        raise MalformedModelError("the file holds no graph (is it an ONNX model?)")
+        raise MalformedModelError("not an ONNX model: it holds no graph", file=file)
     try:
         onnx.checker.check_model(model)
     except Exception as error:
-        raise MalformedModelError(f"onnx's checker rejects the model: {error}") from None
+        raise MalformedModelError(f"onnx's checker rejects the model: {_one_line(error)}",
+                                  file=file) from None
     return model
+
+
+def _one_line(error: Exception) -> str:
+    """An error's message on one line (onnx's checker writes its context on several)."""
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 def default_opset(model: onnx.ModelProto) -> int:
