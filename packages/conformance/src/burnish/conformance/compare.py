@@ -3,11 +3,14 @@ for floats."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from burnish import DType, Tensor
+from burnish import DType, Tensor, TensorData
+from burnish.dtype import get_dtype
 from burnish.tensor_data import tolerance
 
 
@@ -52,13 +55,46 @@ def host(actual: Tensor, shape: tuple[int, ...] | None = None, dtype: DType | No
     if shape is not None and tuple(actual.shape) != tuple(shape):
         raise AssertionError(f"shape {list(actual.shape)} differs from the reference's "
                              f"{list(shape)}")
-    data = actual.into_data()
+    with _conversions() as converted:
+        data = actual.into_data()
     if data.dtype is not actual.dtype:
         raise AssertionError(f"the backend returned {data.dtype} data for a {actual.dtype} tensor")
+    if converted:
+        given, asked = converted[0]
+        raise AssertionError(f"the backend read back values of {given} for a tensor of "
+                             f"{actual.dtype} (TensorData converted them to {asked}): the op "
+                             f"that made the tensor returned the wrong dtype")
     if tuple(data.shape) != tuple(actual.shape):
         raise AssertionError(f"the backend returned data of shape {list(data.shape)} for a "
                              f"tensor of shape {list(actual.shape)}")
     return np.asarray(data.to_numpy())
+
+
+@contextmanager
+def _conversions() -> Iterator[list[tuple[np.dtype, DType]]]:
+    """Every conversion ``TensorData(values, dtype)`` makes while the block runs, as (the
+    dtype of the NumPy values given, the dtype asked for).
+
+    A backend reads a primitive back by handing its values to ``TensorData`` with the tensor's
+    dtype, which converts them silently: an int sum that returns int64 for int32 inputs would
+    read back as int32 and match its reference. Watching the constructor during the read sees
+    the backend's own output dtype, before any conversion, whatever the primitive is.
+    """
+    seen: list[tuple[np.dtype, DType]] = []
+    construct = TensorData.__init__
+
+    def watched(self: TensorData, values: Any, dtype: DType | str | None = None) -> None:
+        if dtype is not None:
+            array = values.to_numpy() if isinstance(values, TensorData) else values
+            if isinstance(array, np.ndarray) and array.dtype != get_dtype(dtype).numpy:
+                seen.append((array.dtype, get_dtype(dtype)))
+        construct(self, values, dtype)
+
+    TensorData.__init__ = watched
+    try:
+        yield seen
+    finally:
+        TensorData.__init__ = construct
 
 
 def _diff(got: np.ndarray, expected: np.ndarray, rtol: float = 0.0, atol: float = 0.0,

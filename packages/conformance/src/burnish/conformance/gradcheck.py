@@ -40,6 +40,7 @@ import pytest
 
 import burnish
 from burnish import Device, DType, Tensor, float32, float64
+from burnish.conformance.compare import host
 from burnish.conformance.samples import rng
 
 #: The step of the central differences: their truncation error (~ eps^2) and rounding error
@@ -143,7 +144,7 @@ def finite_differences(fn: Callable[..., Tensor], arrays: list[np.ndarray], inde
             moved.reshape(-1)[j] += step
             inputs = [_tensor(moved if k == index else a, device, float64, track=False)
                       for k, a in enumerate(arrays)]
-            out = fn(*inputs).to_numpy().astype(np.float64)
+            out = host(fn(*inputs)).astype(np.float64)
             values.append(float(np.sum(out * weights)))
         flat[j] = (values[0] - values[1]) / (2 * eps)
     return result
@@ -172,4 +173,4 @@ def _host_grad(tensor: Tensor, grads: object, index: int) -> np.ndarray:
     if tuple(grad.shape) != tuple(tensor.shape) or grad.dtype is not tensor.dtype:
         raise AssertionError(f"the gradient of input {index} is {grad.dtype} {list(grad.shape)}"
                              f", not {tensor.dtype} {list(tensor.shape)} like the input")
-    return grad.to_numpy().astype(np.float64)
+    return host(grad).astype(np.float64)
