@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from burnish import Device, Tensor, record
+from burnish.dtype import DType
 from burnish.errors import RecordError
 from burnish.nn.param import Param, is_autodiff
 from burnish.record.tree import join, normalize
@@ -130,11 +131,18 @@ class Module:
         tree = _record_of(self)
         return tree if isinstance(tree, dict) else {}
 
-    def load_record(self, source: Mapping[str, Any] | record.Record) -> Self:
+    def load_record(self, source: Mapping[str, Any] | record.Record, *,
+                    cast_ints: bool = False) -> Self:
         """A copy holding the record's values (cast to each parameter's dtype, on its device);
         ids and frozen flags stay this module's.
 
-        Raises RecordError listing every missing, unexpected and mis-shaped key at once.
+        Float values are cast to the parameter's float dtype (float64 into float32, as precision
+        settings do). Int and bool values are refused, since a parameter is a float tensor and an
+        int where a float belongs is more often a wrong file than a wish; ``cast_ints=True``
+        converts them.
+
+        Raises RecordError listing every missing, unexpected and mis-shaped key at once, and
+        RecordError naming the parameter and both dtypes for an int or bool value.
         """
         tensors = source.tensors if isinstance(source, record.Record) else source
         given = record.flatten(normalize(tensors))
@@ -153,6 +161,9 @@ class Module:
             raise RecordError(f"the record does not fit {type(self).__name__}; "
                               + "; ".join(problems))
 
+        for name, param in expected.items():
+            check_cast(name, given[name].dtype, param.dtype, cast_ints)
+
         def mapper(name: str, param: Param) -> Param:
             tensor = Tensor.from_data(given[name], device=param.device, dtype=param.dtype)
             return param.with_tensor(tensor)
@@ -170,12 +181,18 @@ class Module:
         }
         return record.save(self.into_record(), path, format, precision, metadata)
 
-    def load(self, path: str | os.PathLike[str], format: str | None = None) -> Self:
-        """A copy holding the values saved at ``path`` (see ``load_record`` for the errors),
-        with the saved parameter ids."""
+    def load(self, path: str | os.PathLike[str], format: str | None = None, *,
+             cast_ints: bool = False) -> Self:
+        """A copy holding the values saved at ``path`` (see ``load_record`` for the errors and
+        ``cast_ints``), with the saved parameter ids.
+
+        The ids come from the file's ``param_ids`` metadata (``save`` writes it): a mapping of
+        parameter names to id strings; a parameter it does not name keeps its id.
+        Raises RecordError naming ``param_ids`` when it is anything else.
+        """
         loaded = record.load(path, format)
-        module = self.load_record(loaded)
-        ids = loaded.metadata.user.get("param_ids", {})
+        module = self.load_record(loaded, cast_ints=cast_ints)
+        ids = _saved_ids(loaded.metadata.user.get("param_ids", {}), path)
         return module.map(lambda name, p: Param(p.val(), ids.get(name, p.id), p.require_grad))
 
     # -- display ------------------------------------------------------------------------------
@@ -191,6 +208,26 @@ class Module:
         if len(lines) == 1:
             return f"{type(self).__name__}()"
         return "\n".join(lines + [")"])
+
+
+def check_cast(name: str, source: DType, target: DType, cast_ints: bool) -> None:
+    """Raise RecordError naming parameter ``name`` and both dtypes when an int or bool value
+    would be cast into a float parameter and ``cast_ints`` is false."""
+    if target.is_float and not source.is_float and not cast_ints:
+        raise RecordError(
+            f"parameter {name!r} is {target} but the record holds {source} values; an int or "
+            f"bool tensor is not cast into a float parameter unless you pass cast_ints=True")
+
+
+def _saved_ids(ids: Any, path: str | os.PathLike[str]) -> Mapping[str, str]:
+    """The ``param_ids`` metadata of a record, checked: parameter names to id strings."""
+    if not isinstance(ids, Mapping) or not all(
+            isinstance(key, str) and isinstance(value, str) and value
+            for key, value in ids.items()):
+        shown = repr(ids) if len(repr(ids)) <= 80 else repr(ids)[:77] + "..."
+        raise RecordError(f"{path}: the metadata 'param_ids' must map parameter names to "
+                          f"non-empty id strings, found {shown}")
+    return ids
 
 
 def _below(name: str, prefix: str) -> bool:

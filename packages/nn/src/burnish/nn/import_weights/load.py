@@ -12,17 +12,21 @@ from typing import Any, Generic, TypeVar
 from burnish import Tensor, record
 from burnish.errors import RecordError
 from burnish.nn.import_weights.adapter import PYTORCH, Chunk, WeightAdapter
-from burnish.nn.import_weights.pytorch_file import read_pytorch
-from burnish.nn.module import Module
+from burnish.nn.import_weights.pytorch_file import ZIP_MAGIC, read_pytorch
+from burnish.nn.module import Module, check_cast
 from burnish.nn.param import Param
+from burnish.record.builtin.binary import MAGIC as BINARY_MAGIC
 from burnish.record.tree import join, normalize
 from burnish.shape import show
 from burnish.tensor_data import TensorData
 
 M = TypeVar("M", bound=Module)
 
-#: Extensions read as PyTorch files; everything else goes through ``burnish.record``.
+#: Extensions read as PyTorch files unless their content says otherwise (burnish's binary
+#: records are ``.bin`` too); everything else goes through ``burnish.record``.
 PYTORCH_EXTENSIONS = (".pt", ".pth", ".bin", ".ckpt")
+#: The name ``format=`` gives PyTorch's files (``torch.save``'s zip and legacy formats).
+PYTORCH_FORMAT = "pytorch"
 
 
 @dataclass
@@ -48,24 +52,46 @@ class LoadResult(Generic[M]):
         return "\n".join(lines)
 
 
-def read_weights(source: str | os.PathLike[str], top_level_key: str | None = None
-                 ) -> tuple[dict[str, TensorData], bool]:
+def read_weights(source: str | os.PathLike[str], top_level_key: str | None = None, *,
+                 format: str | None = None) -> tuple[dict[str, TensorData], bool]:
     """The tensors of a weights file by dotted path, and whether burnish wrote it.
 
-    ``.pt``, ``.pth``, ``.bin`` and ``.ckpt`` files are read as PyTorch files (``read_pytorch``);
-    other files through ``burnish.record.load`` (safetensors from any framework, and every
-    record format). Raises RecordError when the file cannot be read.
+    ``format`` is ``"pytorch"`` (``read_pytorch``) or a record format's name (``"binary"``,
+    ``"safetensors"``..., through ``burnish.record.load``). When it is ``None`` the file's first
+    bytes decide, then its extension: burnish's binary record (its magic ``b"\\x89BURNISH"``),
+    then a zip archive (``torch.save``'s format) are told by content, so a ``.bin`` may be
+    either; other ``.pt``, ``.pth``, ``.bin`` and ``.ckpt`` files are read as PyTorch's legacy
+    format; anything else by ``burnish.record.load``'s choice (safetensors from any framework,
+    and every record format). Raises RecordError when the file cannot be read or ``format``
+    names no format.
     """
     path = Path(source)
-    if path.suffix.lower() in PYTORCH_EXTENSIONS:
+    if format is None:
+        format = _sniff(path)
+    if format == PYTORCH_FORMAT:
         return read_pytorch(path, top_level_key), False
-    loaded = record.load(path)
+    if format is not None and format not in record.formats():
+        known = ", ".join([PYTORCH_FORMAT, *record.formats()])
+        raise RecordError(f"unknown weights format {format!r}; known formats: {known}")
+    loaded = record.load(path, format)
     tensors: Any = loaded.tensors
     if top_level_key is not None:
         if top_level_key not in tensors:
             raise RecordError(f"{path} has no entry {top_level_key!r} at the top level")
         tensors = tensors[top_level_key]
     return record.flatten(tensors), loaded.metadata.format_version is not None
+
+
+def _sniff(path: Path) -> str | None:
+    """The format a weights file's first bytes or extension name; None leaves the choice to
+    ``burnish.record.load`` (by extension)."""
+    with open(path, "rb") as file:
+        start = file.read(len(BINARY_MAGIC))
+    if start == BINARY_MAGIC:
+        return "binary"
+    if start.startswith(ZIP_MAGIC) or path.suffix.lower() in PYTORCH_EXTENSIONS:
+        return PYTORCH_FORMAT
+    return None
 
 
 def load_weights(
@@ -76,6 +102,8 @@ def load_weights(
     adapter: WeightAdapter | None = None,
     allow_partial: bool = False,
     top_level_key: str | None = None,
+    format: str | None = None,
+    cast_ints: bool = False,
 ) -> LoadResult[M]:
     """``module`` holding the weights of ``source``: a PyTorch ``.pt``/``.pth`` file, a
     safetensors file (or any record), or a mapping of dotted names to tensors or arrays.
@@ -92,12 +120,17 @@ def load_weights(
     another shape, unless ``allow_partial``, which leaves those parameters as they were. Source
     keys no parameter uses are only reported (``LoadResult.unused``): PyTorch's
     ``num_batches_tracked``, a head that the model lacks.
+
+    ``format`` is passed to ``read_weights`` (``"pytorch"`` or a record format's name; by
+    default the file's content and extension decide). Int and bool source tensors are not cast
+    into float parameters: RecordError names the parameter and both dtypes, unless
+    ``cast_ints=True``.
     """
     if isinstance(source, Mapping):
         given = _flat_mapping(source, "")
         written_by_burnish = False
     else:
-        given, written_by_burnish = read_weights(source, top_level_key)
+        given, written_by_burnish = read_weights(source, top_level_key, format=format)
     if adapter is None:
         adapter = WeightAdapter() if written_by_burnish else PYTORCH
     tensors = _remapped(given, remap)
@@ -126,6 +159,7 @@ def load_weights(
             result.mismatched.append(f"{name} (module {show(param.shape)}, source "
                                      f"{show(list(converted.shape))} as {source})")
             continue
+        check_cast(name, data.dtype, param.dtype, cast_ints)
         values[name] = TensorData(converted, data.dtype)
         result.loaded.append(name)
     result.unused = [key for key in tensors if key not in taken]

@@ -22,7 +22,8 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL = 1001
 
 _STORAGE_KEY = re.compile(r"[A-Za-z0-9_]+")
-_ZIP_MAGIC = b"PK\x03\x04"
+#: The first bytes of a zip archive (a local file header), as torch.save writes one.
+ZIP_MAGIC = b"PK\x03\x04"
 
 #: All tensors of a file together may take this many times the file's size once copied out:
 #: room for a few tensors sharing one storage (tied weights), never a broadcast's gigabytes.
@@ -53,7 +54,7 @@ def read_pytorch(path: str | os.PathLike[str], top_level_key: str | None = None
     try:
         # A zip starts with a local file header; is_zipfile looks for the directory at the end,
         # which a truncated file lacks, so check both to report truncation as such.
-        if data.startswith(_ZIP_MAGIC) or zipfile.is_zipfile(io.BytesIO(data)):
+        if data.startswith(ZIP_MAGIC) or zipfile.is_zipfile(io.BytesIO(data)):
             tree = _read_zip(data)
         else:
             tree = _read_legacy(data)
