@@ -1,4 +1,5 @@
-"""MNIST: IDX parsing, the real test set (with BURNISH_MNIST_DIR), downloads without a network."""
+"""MNIST: IDX parsing, the real test set (with BURNISH_MNIST_DIR, and the copy shipped in
+burnish-train), downloads without a network."""
 
 from __future__ import annotations
 
@@ -100,6 +101,51 @@ def test_the_real_test_set():
     assert batch.images.shape == [64, 1, 28, 28] and batch.targets.tolist()[0] == 7
 
 
+def test_the_shipped_test_set_is_mnists():
+    dataset = MnistDataset("test", embedded=True)
+    assert len(dataset) == 10_000 and dataset[0].label == 7 and dataset[-1].label == 6
+    assert dataset.images.shape == (10_000, 28, 28) and dataset.images.dtype == np.uint8
+    assert np.bincount(dataset.labels).tolist() == [
+        980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009
+    ]
+    if MNIST_DIR is not None:
+        real = MnistDataset("test", root=MNIST_DIR)
+        np.testing.assert_array_equal(dataset.images, real.images)
+        np.testing.assert_array_equal(dataset.labels, real.labels)
+
+
+def test_the_shipped_copy_needs_no_cache_and_no_network(monkeypatch, tmp_path):
+    def no_network(*args, **kwargs):
+        raise AssertionError("the shipped copy should have been read")
+
+    monkeypatch.setattr(download_module, "urlopen", no_network)
+    monkeypatch.setenv("BURNISH_CACHE", str(tmp_path / "cache"))
+    assert len(MnistDataset("test", embedded=True)) == 10_000
+    assert not (tmp_path / "cache").exists()
+
+
+def test_only_the_test_split_is_shipped_and_not_with_a_folder(tmp_path):
+    with pytest.raises(ValueError, match="ships only MNIST's test split .* not 'train'"):
+        MnistDataset("train", embedded=True)
+    with pytest.raises(ValueError, match="embedded=True reads the copy .* root="):
+        MnistDataset("test", root=tmp_path, embedded=True)
+
+
+def test_a_damaged_shipped_copy_is_refused(monkeypatch, tmp_path):
+    images, labels = tiny_split()
+    monkeypatch.setattr(mnist_module, "EMBEDDED_DIR", tmp_path)
+    with pytest.raises(DataError, match="t10k-images-idx3-ubyte.gz is missing .* reinstall"):
+        MnistDataset("test", embedded=True)
+    (tmp_path / "t10k-images-idx3-ubyte.gz").write_bytes(gzip.compress(idx_bytes(images)))
+    (tmp_path / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(idx_bytes(labels)))
+    with pytest.raises(ChecksumError, match="decompresses to SHA-256 [0-9a-f]{64}, but MNIST's "
+                       "t10k-images-idx3-ubyte has 0fa7898d"):
+        MnistDataset("test", embedded=True)
+    (tmp_path / "t10k-images-idx3-ubyte.gz").write_bytes(b"\x1f\x8b not gzip")
+    with pytest.raises(ChecksumError, match="does not decompress"):
+        MnistDataset("test", embedded=True)
+
+
 @pytest.fixture
 def mirror(tmp_path, monkeypatch):
     """A local mirror (file://) of a tiny test split, its checksums, and an empty cache."""
@@ -149,6 +195,23 @@ def test_offline_says_to_pass_root(mirror, monkeypatch):
         MnistDataset("test")
     with pytest.raises(DataError, match="download=False; pass root="):
         MnistDataset("test", download=False)
+
+
+def test_burnish_offline_downloads_nothing(mirror, monkeypatch):
+    urlopen = download_module.urlopen
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("BURNISH_OFFLINE should have stopped the download")
+
+    monkeypatch.setattr(download_module, "urlopen", no_network)
+    monkeypatch.setenv("BURNISH_OFFLINE", "1")
+    with pytest.raises(DataError, match="not downloading t10k-images-idx3-ubyte: BURNISH_OFFLINE"):
+        MnistDataset("test")
+    assert not mirror.exists()
+    monkeypatch.setattr(download_module, "urlopen", urlopen)
+    for allowed in ("0", ""):
+        monkeypatch.setenv("BURNISH_OFFLINE", allowed)
+        assert len(MnistDataset("test")) == 5
 
 
 def test_the_cache_folder_follows_burnish_cache(monkeypatch, tmp_path):

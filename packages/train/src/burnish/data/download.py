@@ -81,7 +81,14 @@ def download_verified(
     ``decompress``, and keep it only if the SHA-256 of what is written equals ``sha256``.
 
     The file appears whole or not at all (written beside it, then renamed). Raises
-    ``ChecksumError`` on a mismatch and ``DataError`` when no url could be read."""
+    ``ChecksumError`` on a mismatch and ``DataError`` when no url could be read, or at once,
+    touching no network, when ``BURNISH_OFFLINE`` is set to anything but "" or "0"."""
+    if offline():
+        raise DataError(
+            f"not downloading {destination.name}: BURNISH_OFFLINE is set "
+            f"({os.environ['BURNISH_OFFLINE']!r}). Pass root= a folder that holds the files, "
+            "or unset BURNISH_OFFLINE"
+        )
     failures = []
     for url in urls:
         try:
@@ -104,6 +111,13 @@ def download_verified(
         + "; ".join(failures)
         + ". Pass root= a folder that holds the files, or retry with a network connection"
     )
+
+
+def offline() -> bool:
+    """Whether ``BURNISH_OFFLINE`` forbids downloads: set to anything but "" or "0". Where the
+    network drops connections instead of refusing them, each mirror would otherwise cost its
+    whole timeout before the download gives up."""
+    return os.environ.get("BURNISH_OFFLINE", "") not in ("", "0")
 
 
 def write_atomic(path: Path, data: bytes) -> None:

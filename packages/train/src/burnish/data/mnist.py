@@ -1,7 +1,11 @@
-"""MNIST: the handwritten digits, read from IDX files in a folder or downloaded into the cache."""
+"""MNIST: the handwritten digits, read from IDX files in a folder, downloaded into the cache, or
+from the copy of the test set shipped in burnish-train."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,8 +13,8 @@ import numpy as np
 
 from .dataset import DatasetBase, check_index
 from .download import cache_dir, download_verified
-from .errors import DataError
-from .idx import read_idx
+from .errors import ChecksumError, DataError
+from .idx import parse_idx, read_idx
 
 # Tried in turn. The original site (yann.lecun.com) now often refuses downloads.
 MIRRORS = [
@@ -28,6 +32,10 @@ SHA256 = {
 }
 
 SPLITS = {"train": "train", "test": "t10k"}
+
+#: The MNIST test set shipped inside burnish-train (``t10k-*-ubyte.gz``), with its NOTICE.md:
+#: what ``MnistDataset("test", embedded=True)`` reads, with no cache and no network.
+EMBEDDED_DIR = Path(__file__).parent / "embedded" / "mnist"
 
 
 @dataclass
@@ -48,20 +56,48 @@ class MnistDataset(DatasetBase):
     and ``download`` is true; downloads are checked against the published SHA-256 of the
     decompressed files. Raises DataError when the files are missing or malformed, or cannot be
     downloaded, and ChecksumError when a download does not match.
+
+    With ``embedded=True`` (split "test" only), the test set comes from the copy shipped inside
+    burnish-train (``EMBEDDED_DIR``, 1.7 MB; MNIST is under CC BY-SA 3.0, see the NOTICE.md
+    there): the same 10,000 digits as the downloaded test set, byte for byte, checked against
+    the same SHA-256 each time they are read; nothing is downloaded or cached. It is what to
+    fall back on offline: the training split is not shipped, so split the test set instead
+    (``PartialDataset``). Raises ValueError for ``split="train"`` or together with ``root``,
+    and ChecksumError when the shipped files are damaged.
     """
 
-    def __init__(self, split: str = "train", root: str | Path | None = None, download: bool = True):
+    def __init__(
+        self,
+        split: str = "train",
+        root: str | Path | None = None,
+        download: bool = True,
+        embedded: bool = False,
+    ):
         if split not in SPLITS:
             raise ValueError(f"MNIST has the splits {sorted(SPLITS)}, not {split!r}")
         self.split = split
         prefix = SPLITS[split]
         names = [f"{prefix}-images-idx3-ubyte", f"{prefix}-labels-idx1-ubyte"]
-        if root is not None:
-            images_path, labels_path = (find_file(Path(root), name) for name in names)
+        if embedded:
+            if split != "test":
+                raise ValueError(
+                    f"burnish-train ships only MNIST's test split (10,000 digits), not {split!r}; "
+                    "read MnistDataset('test', embedded=True) and split it with PartialDataset"
+                )
+            if root is not None:
+                raise ValueError(
+                    f"embedded=True reads the copy shipped in burnish-train, root={str(root)!r} "
+                    "a folder: pass one of them"
+                )
+            images_path, labels_path = (EMBEDDED_DIR / f"{name}.gz" for name in names)
+            self.images, self.labels = (read_shipped(path) for path in (images_path, labels_path))
         else:
-            images_path, labels_path = (cached_file(name, download) for name in names)
-        self.images = read_idx(images_path)
-        self.labels = read_idx(labels_path)
+            if root is not None:
+                images_path, labels_path = (find_file(Path(root), name) for name in names)
+            else:
+                images_path, labels_path = (cached_file(name, download) for name in names)
+            self.images = read_idx(images_path)
+            self.labels = read_idx(labels_path)
         if self.images.ndim != 3 or self.labels.ndim != 1:
             raise DataError(
                 f"MNIST images are [n, rows, cols] and labels [n], got {list(self.images.shape)} "
@@ -101,3 +137,28 @@ def cached_file(name: str, download: bool) -> Path:
         )
     urls = [f"{mirror}{name}.gz" for mirror in MIRRORS]
     return download_verified(urls, path, SHA256[name], decompress=True)
+
+
+def read_shipped(path: Path) -> np.ndarray:
+    """The array in the gzipped IDX file ``path`` shipped with burnish-train, after checking the
+    SHA-256 of its decompressed bytes; ChecksumError when they differ (a damaged install)."""
+    name = path.name.removesuffix(".gz")
+    try:
+        raw = gzip.decompress(path.read_bytes())
+    except FileNotFoundError as error:
+        raise DataError(
+            f"{path} is missing from this install of burnish-train; reinstall it, or pass root= "
+            "a folder that holds the MNIST files"
+        ) from error
+    except (OSError, EOFError, zlib.error) as error:
+        raise ChecksumError(
+            f"{path}, shipped with burnish-train, does not decompress ({error}); reinstall "
+            "burnish-train"
+        ) from error
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != SHA256[name]:
+        raise ChecksumError(
+            f"{path}, shipped with burnish-train, decompresses to SHA-256 {digest}, but MNIST's "
+            f"{name} has {SHA256[name]}; reinstall burnish-train"
+        )
+    return parse_idx(raw, str(path))
