@@ -11,7 +11,15 @@ import pytest
 
 from burnish import Tensor, nn, stack
 from burnish.errors import RecordError
-from burnish.nn.import_weights import PYTORCH, Chunk, WeightAdapter, load_weights, split
+from burnish.nn.import_weights import (
+    LSTM_GATES,
+    PYTORCH,
+    Chunk,
+    WeightAdapter,
+    load_weights,
+    recurrent_rules,
+    split,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pytorch_packed"
 D_MODEL, D_FF, N_HEADS, SEQ = 8, 16, 2, 5
@@ -131,6 +139,19 @@ def test_freshly_saved_pytorch_models_give_pytorch_outputs(tmp_path):
     make_fixtures.write(tmp_path, seed=1)
     for name in MODELS:
         check_gives_pytorch_outputs(tmp_path, name)
+
+
+def test_a_stack_of_lstms_reads_each_layer_by_rules_as_by_remapping():
+    build, run, _ = MODELS["lstm_two_layers"]
+    adapter = PYTORCH.with_rules({StackedLstm: {
+        **recurrent_rules(LSTM_GATES, "_l0", "layers.0."),
+        **recurrent_rules(LSTM_GATES, "_l1", "layers.1."),
+    }})
+    result = load_weights(build(), FIXTURES / "lstm_two_layers.pt", adapter=adapter)
+    assert result.missing == result.unused == result.mismatched == []
+    with np.load(FIXTURES / "lstm_two_layers.npz") as saved:
+        y = run(result.module, dict(saved))["y"]
+        np.testing.assert_allclose(y.to_numpy(), saved["y"], rtol=0, atol=2e-5)
 
 
 # -- without torch: state dicts made by hand --------------------------------------------------
