@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from burnish.record.atomic import atomic_write
+from burnish.record.atomic import atomic_write, remove_stale_temporaries
 
 MANIFEST = "manifest.json"
 
@@ -39,6 +39,10 @@ class Checkpointer:
     counts only once ``manifest.json`` names it, and the manifest is replaced atomically, so an
     interruption at any moment leaves the previous checkpoints usable. ``best_by`` names a metric
     (``"valid/loss"``); ``higher_is_better`` says which way is better.
+
+    Opening a directory removes the temporary files that writes killed midway left in it and in
+    its checkpoint folders (``burnish.record.atomic.remove_stale_temporaries``: only files of
+    that naming whose writer is gone); ``removed_temporaries`` lists them.
     """
 
     def __init__(
@@ -54,6 +58,11 @@ class Checkpointer:
         self.keep_last = keep_last
         self.best_by = best_by
         self.higher_is_better = higher_is_better
+        self.removed_temporaries = remove_stale_temporaries(self.directory)
+        if self.directory.is_dir():
+            for folder in self.directory.iterdir():
+                if folder.is_dir() and not folder.is_symlink():
+                    self.removed_temporaries += remove_stale_temporaries(folder)
 
     # -- manifest --------------------------------------------------------------------------------
 
