@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -11,9 +10,10 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 #: Each example is a folder with a README.md and a script named after the folder.
 FOLDERS = sorted(p for p in EXAMPLES.iterdir() if p.is_dir())
-#: Arguments of examples that need more than the script's defaults. Without a folder, the MNIST
-#: example downloads MNIST, which tests never do; a short run is enough here, since
-#: packages/train/tests/test_train_mnist.py trains it in full and checks its accuracy.
+#: Arguments of examples that need more than the script's defaults. The MNIST example runs
+#: offline here (tests never download), on the test set shipped in burnish-train; a short run is
+#: enough, since test_readme_offline.py and packages/train/tests/test_train_mnist.py train it in
+#: full and check its accuracy.
 MNIST = ["--limit", "2000", "--epochs", "1"]
 #: Examples that need backends with drivers (skipped without them, unless CI requires them).
 BACKENDS = {"custom-wgsl-kernel": ("wgpu", "rocm"), "cuda-data-parallel": ("cuda",)}
@@ -24,15 +24,18 @@ def test_there_are_examples():
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
-def test_example_runs(folder, run, tmp_path, needs_backends):
+def test_example_runs(folder, run, tmp_path, needs_backends, monkeypatch):
     assert (folder / "README.md").is_file(), f"{folder.name} has no README.md"
     needs_backends(*BACKENDS.get(folder.name, ()))
     script = folder / f"{folder.name}.py"
     assert script.is_file(), f"{folder.name} has no {script.name}"
     args = []
     if folder.name == "mnist":
-        if not os.environ.get("BURNISH_MNIST_DIR"):
-            pytest.skip("set BURNISH_MNIST_DIR to the MNIST folder (the example would download it)")
+        monkeypatch.setenv("BURNISH_OFFLINE", "1")
+        monkeypatch.setenv("BURNISH_CACHE", str(tmp_path / "cache"))
+        monkeypatch.delenv("BURNISH_MNIST_DIR", raising=False)
         args = [*MNIST, "--run-dir", tmp_path]
     out = run(sys.executable, script, *args, cwd=folder, timeout=600).stdout
     assert out.strip(), f"{script.name} printed nothing"
+    if folder.name == "mnist":
+        assert "training on the first 8,000 digits of the test set shipped" in out, out
