@@ -3,6 +3,7 @@ memory bounded by the file's size."""
 
 from __future__ import annotations
 
+import io
 import pickle
 import shutil
 import struct
@@ -131,3 +132,78 @@ def test_a_corrupt_zip_entry_names_the_entry(tmp_path):
     with pytest.raises(RecordError, match=r"zip entry '[^']*data/0' is truncated or corrupt"):
         read_pytorch(path)
 
+
+
+
+@pytest.mark.parametrize("claimed", [2**30, 2**62])
+def test_an_inflated_bytes_length_is_refused_without_allocating_it(tmp_path, claimed):
+    # BINBYTES8 claiming a gigabyte (or more than any machine has) in a few bytes of pickle.
+    pickled = b"\x80\x02}Vw\n\x8e" + struct.pack("<Q", claimed) + b"abc"
+    path = zip_file(tmp_path / "w.pt", pickled)
+
+    def read():
+        with pytest.raises(RecordError, match="not a valid PyTorch pickle"):
+            read_pytorch(path)
+
+    assert peak_bytes(read) < 1_000_000
+
+# Fuzzing: mutations of real files torch.save wrote (tests/fixtures/pytorch, made by
+# make_fixtures.py there), with a fixed seed so a failure reproduces.
+
+
+def mutate(data: bytes, rng: np.random.Generator) -> bytes:
+    """One random damage: a truncation, flipped bytes, or a length field inflated (4 or 8 bytes
+    overwritten with a large little-endian number)."""
+    out = bytearray(data)
+    kind = rng.integers(3)
+    if kind == 0:
+        return bytes(out[: rng.integers(len(out))])
+    if kind == 1:
+        for _ in range(rng.integers(1, 4)):
+            out[rng.integers(len(out))] = rng.integers(256)
+        return bytes(out)
+    width = int(rng.choice([4, 8]))
+    position = int(rng.integers(len(out) - width))
+    value = int(rng.choice([2**31 - 1, 2**32 - 1, 2**40, 2**63 - 1, 10**12]))
+    out[position : position + width] = (value % 2 ** (8 * width)).to_bytes(width, "little")
+    return bytes(out)
+
+
+def repacked(path: Path, rng: np.random.Generator) -> bytes:
+    """The zip at ``path`` with its pickle mutated and the archive rebuilt around it: the
+    entries' checksums hold again, so the damage reaches the unpickler."""
+    with zipfile.ZipFile(path) as archive:
+        entries = {info.filename: archive.read(info) for info in archive.infolist()}
+    (pickle_name,) = [name for name in entries if name.endswith("/data.pkl")]
+    entries[pickle_name] = mutate(entries[pickle_name], rng)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("name", ["cnn.pt", "cnn_legacy.pt", "checkpoint.pt",
+                                  "checkpoint_legacy.pt"])
+def test_mutated_pytorch_files_load_or_raise_record_error_in_bounded_memory(tmp_path, name):
+    source = FIXTURES / name
+    original = source.read_bytes()
+    rng = np.random.default_rng(21)
+    path = tmp_path / name
+    refused = 0
+    tracemalloc.start()
+    try:
+        for _ in range(80):
+            zipped = original.startswith(b"PK")
+            data = repacked(source, rng) if zipped and rng.integers(2) else mutate(original, rng)
+            path.write_bytes(data)
+            tracemalloc.reset_peak()
+            try:
+                read_pytorch(path)
+            except RecordError:
+                refused += 1
+            peak = tracemalloc.get_traced_memory()[1]
+            assert peak < 16 * len(original) + 2_000_000, f"{peak} bytes to read {len(data)}"
+    finally:
+        tracemalloc.stop()
+    assert refused > 20

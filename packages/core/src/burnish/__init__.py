@@ -26,6 +26,7 @@ from burnish.dtype import (  # noqa: E402
     uint8,
 )
 from burnish.errors import (  # noqa: E402
+    ArgumentTypeError,
     AutodiffError,
     BackendNotInstalledError,
     BurnishError,
@@ -51,9 +52,10 @@ from burnish.tensor_data import TensorData  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
-    "AutodiffError", "BackendNotInstalledError", "BurnishError", "DType", "DTypeError", "Device",
-    "DeviceError", "DivisionByZeroError", "Distribution", "Kind", "RecordError", "Shape",
-    "ShapeError", "Tensor", "TensorData", "UnsupportedError", "backend", "bfloat16", "bool_",
+    "ArgumentTypeError", "AutodiffError", "BackendNotInstalledError", "BurnishError", "DType",
+    "DTypeError", "Device", "DeviceError", "DivisionByZeroError", "Distribution", "Kind",
+    "RecordError", "Shape", "ShapeError", "Tensor", "TensorData", "UnsupportedError", "backend",
+    "bfloat16", "bool_",
     "default_backend", "default_device", "float16", "float32", "float64", "functional", "int8",
     "int16", "int32", "int64", "is_debug", "seed", "set_debug", "set_default_backend", "uint8",
     "cat", "stack", "where",

@@ -49,3 +49,7 @@ class AutodiffError(BurnishError, RuntimeError):
 
 class DivisionByZeroError(BurnishError, ZeroDivisionError):
     """An int division (``//``) or remainder (``%``) by zero, which has no int result."""
+
+
+class ArgumentTypeError(BurnishError, TypeError):
+    """An argument, or a module's field, of the wrong Python type."""

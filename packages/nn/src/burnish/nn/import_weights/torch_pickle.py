@@ -6,6 +6,8 @@ import collections
 import io
 import math
 import pickle
+import pickletools
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -181,7 +183,18 @@ def unpickle(data: bytes | io.BufferedIOBase,
              load_storage: StorageLoader) -> Any:
     """The object a state-dict pickle holds (see ``RestrictedUnpickler``); RecordError for
     anything malformed or not allowed."""
-    unpickler = RestrictedUnpickler(data, load_storage)
+    stream = io.BytesIO(data) if isinstance(data, bytes | bytearray) else data
+    start = stream.tell()
+    # The C unpickler allocates the size a bytes opcode claims before reading it: a few inflated
+    # length bytes would ask for gigabytes (or raise MemoryError). Walking the opcodes first,
+    # reading each argument by what is really there, refuses such a length in bounded memory.
+    try:
+        for _ in pickletools.genops(stream):
+            pass
+    except (ValueError, EOFError, OverflowError, struct.error) as error:
+        raise RecordError(f"not a valid PyTorch pickle: {error}") from None
+    stream.seek(start)
+    unpickler = RestrictedUnpickler(stream, load_storage)
     try:
         return unpickler.load()
     except RecordError:
