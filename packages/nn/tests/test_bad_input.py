@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+import numpy as np
 import pytest
 
 import burnish as bn
-from burnish import Tensor
+from burnish import Tensor, nn
 from burnish.nn import CrossEntropyLoss
 
 
@@ -47,3 +50,36 @@ def test_cross_entropy_targets_on_a_device_are_checked_in_debug_mode(monkeypatch
     bn.set_debug(True)
     with pytest.raises(bn.ShapeError, match="target 3 at index 1"):
         CrossEntropyLoss()(scores, targets)
+
+
+def test_a_module_built_with_pytorch_arguments_points_at_its_config():
+    with pytest.raises(bn.ArgumentTypeError) as caught:
+        nn.Linear(4, 2)
+    assert str(caught.value) == (
+        "Linear(4, 2): weight must be Param, got int 4; bias must be Param | None, got int 2. "
+        "Modules are built by their config, with hyperparameters: "
+        "LinearConfig(4, 2).init(device)")
+    with pytest.raises(TypeError, match="Conv2dConfig"):
+        nn.Conv2d(3, 8, 3)
+
+
+class Stack(nn.Module):
+    layers: list[nn.Linear]
+    mode: Literal["sum", "mean"] = "sum"
+    scale: float = 1.0
+    shape: tuple[int, ...] = ()
+    later: Unresolvable | None = None  # noqa: F821 (left unchecked: it does not resolve)
+
+
+def test_every_module_checks_its_fields_against_their_annotations():
+    linear = nn.LinearConfig(2, 2).init()
+    Stack([linear], "mean", 2, (1, 2), later="anything")
+    Stack((linear,), scale=np.float32(0.5), shape=[3])
+    with pytest.raises(bn.ArgumentTypeError, match=r"layers must be list\[nn.Linear\], got list"):
+        Stack([linear, 3])
+    with pytest.raises(TypeError, match=r"mode must be Literal\['sum', 'mean'\], got str 'max'"):
+        Stack([linear], "max")
+    with pytest.raises(TypeError, match="scale must be float, got str '2'; shape must be"):
+        Stack([linear], scale="2", shape=(1.5,))
+    with pytest.raises(TypeError, match=r"weights must be Sequence\[float\] \| None"):
+        nn.CrossEntropyLoss(weights="abc")

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
+import functools
+import numbers
 import os
+import sys
+import types
+import typing
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Self
 
+import numpy as np
+
 from burnish import Device, Tensor, record
 from burnish.dtype import DType
-from burnish.errors import RecordError
+from burnish.errors import ArgumentTypeError, RecordError
 from burnish.nn.param import Param, is_autodiff
 from burnish.record.tree import join, normalize
 from burnish.shape import show
@@ -22,11 +30,16 @@ class Module:
     """A model or a layer: Burn's ``#[derive(Module)]`` in Python form.
 
     Subclasses declare their fields as annotations and get a dataclass ``__init__`` (a subclass
-    that defines its own ``__init__`` keeps it). Parameters are found from the instance's
-    attributes, whatever their annotations: a ``Param``, a ``Module``, or lists, tuples and
-    dicts (str keys) of them to any depth; every other attribute is a constant that is copied
-    along and never recorded. A parameter's name is its path of attribute names, list indices
-    and dict keys joined by dots (``"layers.0.weight"``), the key it has in records.
+    that defines its own ``__init__`` keeps it). That ``__init__`` checks each field's value
+    against its annotation (``Param``, a module class, ``int``, ``float | None``, ``Literal``,
+    ``list[Linear]``... an annotation it cannot resolve is not checked) and raises
+    ``ArgumentTypeError`` naming every field that does not fit; ``Linear(4, 2)``, written as
+    in PyTorch, is told to write ``LinearConfig(4, 2).init(device)``. Parameters are found
+    from the instance's attributes, whatever their annotations: a ``Param``, a ``Module``, or
+    lists, tuples and dicts (str keys) of them to any depth; every other attribute is a
+    constant that is copied along and never recorded. A parameter's name is its path of
+    attribute names, list indices and dict keys joined by dots (``"layers.0.weight"``), the key
+    it has in records.
 
     Modules are values: ``map``, ``to_device``, ``valid``, ``no_grad``, ``load_record`` and the
     optimizers return new modules and leave this one alone. A module owns its parameters and
@@ -35,7 +48,10 @@ class Module:
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
+        own_init = "__init__" in cls.__dict__
         dataclasses.dataclass(eq=False, repr=False)(cls)
+        if not own_init:
+            cls.__init__ = _checked_init(cls.__init__)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
@@ -228,6 +244,129 @@ def _saved_ids(ids: Any, path: str | os.PathLike[str]) -> Mapping[str, str]:
         raise RecordError(f"{path}: the metadata 'param_ids' must map parameter names to "
                           f"non-empty id strings, found {shown}")
     return ids
+
+
+# -- checking fields when a module is built -----------------------------------------------------
+
+
+def _checked_init(init: Callable[..., None]) -> Callable[..., None]:
+    """The dataclass ``__init__``, followed by the check of every field against its annotation
+    (the arguments are kept for the message)."""
+
+    @functools.wraps(init)
+    def __init__(self: Module, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except TypeError as error:  # arguments that do not match the fields
+            raise ArgumentTypeError(f"{error}{_config_hint(type(self), args, kwargs)}") from None
+        _check_fields(self, args, kwargs)
+
+    return __init__
+
+
+def _check_fields(module: Module, args: tuple, kwargs: dict) -> None:
+    cls = type(module)
+    hints = _field_hints(cls)
+    problems = []
+    for field in dataclasses.fields(cls):
+        hint = hints.get(field.name)
+        value = getattr(module, field.name, None)
+        if hint is not None and not _fits(value, hint):
+            shown = field.type if isinstance(field.type, str) else _name_of(hint)
+            problems.append(f"{field.name} must be {shown}, got {type(value).__name__} "
+                            f"{_short(value)}")
+    if problems:
+        raise ArgumentTypeError(f"{cls.__name__}({_arguments(args, kwargs)}): "
+                                + "; ".join(problems) + _config_hint(cls, args, kwargs))
+
+
+def _config_hint(cls: type, args: tuple, kwargs: dict) -> str:
+    """Where the module has a config (``LinearConfig`` for ``Linear``), how to build it: the
+    usual slip is a module called with its hyperparameters, as in PyTorch."""
+    config = getattr(sys.modules.get(cls.__module__), f"{cls.__name__}Config", None)
+    if not (isinstance(config, type) and hasattr(config, "init")):
+        return ""
+    return (f". Modules are built by their config, with hyperparameters: "
+            f"{config.__name__}({_arguments(args, kwargs)}).init(device)")
+
+
+def _arguments(args: tuple, kwargs: dict) -> str:
+    return ", ".join([_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()])
+
+
+@functools.cache
+def _field_hints(cls: type) -> dict[str, Any]:
+    """Each field's annotation, resolved; fields whose annotation does not resolve (a name
+    imported only for type checkers) are left out, and so go unchecked."""
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # one unresolvable name: resolve the others one by one
+        pass
+    hints = {}
+    for klass in reversed(cls.__mro__):
+        namespace = vars(sys.modules.get(klass.__module__, types.ModuleType("none")))
+        for name, annotation in vars(klass).get("__annotations__", {}).items():
+            try:
+                hints[name] = (eval(annotation, namespace, dict(vars(klass)))  # noqa: S307
+                               if isinstance(annotation, str) else annotation)
+            except Exception:
+                hints.pop(name, None)
+    return hints
+
+
+_SEQUENCES = (list, tuple, collections.abc.Sequence, collections.abc.MutableSequence)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether ``value`` fits the annotation ``hint``; True for what this cannot judge."""
+    if hint is Any or hint is object or isinstance(hint, typing.TypeVar | str):
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union or isinstance(hint, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if origin is typing.Literal:
+        return value in args
+    if origin is typing.ClassVar or origin is typing.Annotated:
+        return _fits(value, args[0]) if args else True
+    if origin in _SEQUENCES:
+        # A tuple for a list (and the reverse) and an array for a sequence are fine.
+        if isinstance(value, str | bytes) or not isinstance(value, list | tuple | np.ndarray):
+            return False
+        if not args or isinstance(value, np.ndarray):
+            return True
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            return len(value) == len(args) and all(map(_fits, value, args))
+        return all(_fits(item, args[0]) for item in value)
+    if origin in (dict, collections.abc.Mapping, collections.abc.MutableMapping):
+        if not isinstance(value, Mapping):
+            return False
+        return len(args) != 2 or all(_fits(item, args[1]) for item in value.values())
+    if origin is not None:
+        hint = origin
+        if hint is collections.abc.Callable:
+            return callable(value)
+    if not isinstance(hint, type):
+        return True
+    if hint is float:
+        return isinstance(value, numbers.Real)
+    if hint is int:
+        return isinstance(value, numbers.Integral)
+    try:
+        return isinstance(value, hint)
+    except TypeError:  # a protocol that cannot be checked at run time
+        return True
+
+
+def _name_of(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _below(name: str, prefix: str) -> bool:
