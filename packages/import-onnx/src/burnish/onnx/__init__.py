@@ -9,12 +9,17 @@ is the command line.
 
 from burnish.onnx.codegen import Emitter
 from burnish.onnx.converter import Converter, registered_converters
-from burnish.onnx.errors import MalformedModelError, OnnxImportError, UnsupportedOperatorError
+from burnish.onnx.errors import (
+    FoldWarning,
+    MalformedModelError,
+    OnnxImportError,
+    UnsupportedOperatorError,
+)
 from burnish.onnx.graph import Node, Value
 from burnish.onnx.importer import Imported, Report, convert, generate, import_model
 
 __all__ = [
-    "Converter", "Emitter", "Imported", "MalformedModelError", "Node", "OnnxImportError",
-    "Report", "UnsupportedOperatorError", "Value", "convert", "generate", "import_model",
-    "registered_converters",
+    "Converter", "Emitter", "FoldWarning", "Imported", "MalformedModelError", "Node",
+    "OnnxImportError", "Report", "UnsupportedOperatorError", "Value", "convert", "generate",
+    "import_model", "registered_converters",
 ]

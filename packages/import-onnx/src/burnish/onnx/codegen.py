@@ -5,6 +5,7 @@ from __future__ import annotations
 import keyword
 import math
 import re
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,8 +19,14 @@ RESERVED = {"self", "device", "ops", "nn", "F", "bn", "Tensor", "np", "Path", "W
             "Model", "input", "type", "len", "list", "range", "min", "max", "sum", "abs", "id",
             "slice", "all", "any", "pow", "round", "format", "print", "object", "float", "int",
             "bool", "tuple", "dict", "set", "str", "map", "zip", "filter", "iter", "next", "hash"}
+#: The width of generated lines (the project's style, ruff's line length).
+WIDTH = 100
+#: Identifiers longer than this keep only their last words (more when needed to be unique).
+NAME_LENGTH = 40
 #: Float constants with more elements than this become parameters (weights), not literals.
 LITERAL_FLOATS = 1
+#: Int and bool constants with more elements than this become frozen parameters, not literals.
+LITERAL_ELEMENTS = 16
 
 
 class Decline(Exception):  # noqa: N818 (a signal, not an error)
@@ -54,20 +61,50 @@ def literal(value: Any) -> str:
 
 def identifier(name: str, taken: set[str]) -> str:
     """A fresh Python identifier readable as the ONNX name: ``/layer1/Conv_output_0`` becomes
-    ``layer1_conv_output_0``; clashes get a numeric suffix."""
-    base = re.sub(r"\W+", "_", name).strip("_").lower() or "v"
-    base = re.sub(r"_output(_0)?$", "", base) or base
-    if len(base) > 40:
-        base = base[-40:].lstrip("_") or "v"
+    ``layer1_conv``, and a scope PyTorch's exporter repeats is said once
+    (``/layer2/layer2.0/conv1/Conv`` becomes ``layer2_0_conv1_conv``). A name longer than
+    ``NAME_LENGTH`` keeps its last whole words, as many more as make it unique; a name taken
+    even in full gets a numeric suffix."""
+    words = [w for w in re.sub(r"\W+", "_", _unrepeated(name)).lower().split("_") if w]
+    if len(words) > 1 and words[-1] == "output":
+        words.pop()
+    elif len(words) > 2 and words[-2:] == ["output", "0"]:
+        del words[-2:]
+    words = words or ["v"]
+    # Where the name may start: a word that is not a number (it would need a prefix), or
+    # the first word; the longest tail within NAME_LENGTH first, then longer ones.
+    starts = [i for i, word in enumerate(words) if i == 0 or not word[0].isdigit()]
+    short = [i for i in starts if len("_".join(words[i:])) <= NAME_LENGTH]
+    first = short[0] if short else starts[-1]
+    candidates = [_valid("_".join(words[i:])) for i in reversed(starts) if i <= first]
+    for candidate in candidates:
+        if candidate not in taken:
+            taken.add(candidate)
+            return candidate
+    base, n = candidates[0], 2
+    while f"{base}_{n}" in taken:
+        n += 1
+    taken.add(f"{base}_{n}")
+    return f"{base}_{n}"
+
+
+def _unrepeated(name: str) -> str:
+    """The ONNX name without the scopes that the next one repeats: PyTorch names a submodule
+    of a container by its path (``/layer2/layer2.0/``), which already holds the container's."""
+    scopes = name.split("/")
+    kept = [scope for scope, after in zip(scopes, scopes[1:])
+            if not (scope and after.startswith(scope + "."))]
+    return "/".join([*kept, scopes[-1]])
+
+
+def _valid(base: str) -> str:
+    """``base`` made a usable identifier: not starting with a digit, not a keyword or a name
+    the generated module uses."""
     if base[0].isdigit():
         base = "v" + base
     if keyword.iskeyword(base) or base in RESERVED:
         base += "_"
-    candidate, n = base, 2
-    while candidate in taken:
-        candidate, n = f"{base}_{n}", n + 1
-    taken.add(candidate)
-    return candidate
+    return base
 
 
 class ModuleBuilder:
@@ -102,7 +139,9 @@ class ModuleBuilder:
 
     def constant(self, value: Value) -> str:
         """An expression for a constant input: a parameter for float tensors of more than one
-        element, otherwise a literal tensor made once in forward."""
+        element, a frozen float32 parameter cast back to the constant's dtype for int and bool
+        tensors of more than ``LITERAL_ELEMENTS`` (when float32 holds every value exactly),
+        otherwise a literal tensor made once in forward."""
         known = self.constants.get(value.name)
         if known is not None:
             return known
@@ -112,19 +151,32 @@ class ModuleBuilder:
             raise UnsupportedOperatorError(
                 f"constant {value.name!r} has element type {type_name(value.elem_type)}, "
                 f"which burnish has no dtype for")
+        shape = literal(list(array.shape))
         if array.dtype.kind == "f" and array.size > LITERAL_FLOATS:
-            name = self.field(value.name, "nn.Param",
-                              f"ops.param({literal(list(array.shape))}, {dtype!r}, device)",
+            name = self.field(value.name, "nn.Param", f"ops.param({shape}, {dtype!r}, device)",
                               {"": array})
             expression = f"self.{name}.val()"
+        elif array.size > LITERAL_ELEMENTS and _exact_in_float32(array):
+            name = self.field(value.name, "nn.Param",
+                              f"ops.param({shape}, 'float32', device, frozen=True)",
+                              {"": array.astype(np.float32)})
+            expression = f"ops.cast(self.{name}.val(), {dtype!r})"
         else:
             name = identifier(value.name, self.taken)
             values = array.reshape(-1).tolist() if array.ndim != 0 else array.item()
-            shape = "" if array.ndim == 1 else f", shape={literal(list(array.shape))}"
+            shape = "" if array.ndim == 1 else f", shape={shape}"
             self.lines.append(f"{name} = ops.const({literal(values)}, {dtype!r}, device{shape})")
             expression = name
         self.constants[value.name] = expression
         return expression
+
+
+def _exact_in_float32(array: np.ndarray) -> bool:
+    """Whether every value of an int or bool array comes back unchanged from float32."""
+    if array.dtype.kind == "b":
+        return True
+    return array.dtype.kind in "iu" and bool(
+        np.array_equal(array.astype(np.float32).astype(array.dtype), array))
 
 
 class Emitter:
@@ -273,39 +325,71 @@ class Code:
         self.code = code
 
 
-def wrap(line: str, indent: str, width: int = 99) -> list[str]:
-    """A long line split inside its first call's parentheses: the arguments on indented
-    continuation lines, as many as fit on each."""
+def wrap(line: str, indent: str, width: int = WIDTH) -> list[str]:
+    """A line of generated code at ``indent``, split over several lines when it is longer than
+    ``width``: its longest bracketed part (a call's arguments, a list) puts its items on
+    indented continuation lines, as many as fit on each; an item still too long is split the
+    same way, and so is what follows the closing bracket."""
     nested = len(line) - len(line.lstrip(" "))  # a line of a nested function
-    indent, line = indent + line[:nested], line[nested:]
-    calls = [m.end() - 1 for m in re.finditer(r"\w\(", line)]
-    if len(indent) + len(line) <= width or not calls:
-        return [indent + line]
-    open_at = calls[0]  # a call's parenthesis: a bare one would become a tuple
-    depth, close_at = 0, -1
-    for i in range(open_at, len(line)):
-        if line[i] in "([{":
+    return _split(line[nested:], indent + line[:nested], "", width)
+
+
+def _split(text: str, indent: str, suffix: str, width: int) -> list[str]:
+    """``text`` followed by ``suffix`` at ``indent``, split as ``wrap`` says."""
+    if len(indent) + len(text) + len(suffix) <= width:
+        return [indent + text + suffix]
+    pairs = [(a, b) for a, b in _outer_brackets(text) if text[a + 1:b].strip()]
+    if not pairs:
+        return [indent + text + suffix]  # nothing to split at: a long name or string
+    open_at, close_at = max(pairs, key=lambda pair: pair[1] - pair[0])
+    content = text[open_at + 1:close_at]
+    items = split_arguments(content)
+    # A trailing comma makes a bare parenthesis a tuple and changes a subscript's index: it
+    # is added only where it means nothing (a call, a list), or kept where it was.
+    before = text[:open_at].rstrip()[-1:]
+    grouping = text[open_at] == "(" and not (before.isalnum() or before in "_)]")
+    subscript = text[open_at] == "[" and (before.isalnum() or before in "_)]\"'")
+    comma = len(items) > 1 or content.rstrip().endswith(",") or not (grouping or subscript)
+    inner = indent + "    "
+    lines = [indent + text[:open_at + 1]]
+    current = ""
+    for k, item in enumerate(items):
+        piece = item + ("," if k < len(items) - 1 or comma else "")
+        if current and len(inner) + len(current) + 1 + len(piece) <= width:
+            current += " " + piece
+            continue
+        if current:
+            lines.append(inner + current)
+            current = ""
+        if len(inner) + len(piece) <= width:
+            current = piece
+        else:
+            lines.extend(_split(item, inner, piece[len(item):], width))
+    if current:
+        lines.append(inner + current)
+    lines.extend(_split(text[close_at:], indent, suffix, width))
+    return lines
+
+
+def _outer_brackets(text: str) -> list[tuple[int, int]]:
+    """The positions of each outermost bracket pair of ``text`` (strings skipped; a closing
+    bracket with no opening one, as what follows a split part starts with, is passed over)."""
+    pairs, depth, start, quote = [], 0, 0, None
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            if depth == 0:
+                start = i
             depth += 1
-        elif line[i] in ")]}":
+        elif ch in ")]}" and depth > 0:
             depth -= 1
             if depth == 0:
-                close_at = i
-                break
-    if close_at < 0:
-        return [indent + line]
-    arguments = split_arguments(line[open_at + 1:close_at])
-    inner = indent + "    "
-    out = [indent + line[:open_at + 1]]
-    current = inner
-    for argument in arguments:
-        piece = argument + ","
-        if current != inner and len(current) + 1 + len(piece) > width:
-            out.append(current.rstrip())
-            current = inner
-        current += piece if current == inner else " " + piece
-    out.append(current.rstrip())
-    out.append(indent + line[close_at:])
-    return out
+                pairs.append((start, i))
+    return pairs
 
 
 def split_arguments(text: str) -> list[str]:
@@ -328,10 +412,18 @@ def split_arguments(text: str) -> list[str]:
     return [p for p in pieces if p]
 
 
+def docstring_text(text: str) -> str:
+    """Text from the model file (its graph's name, its producer) made safe inside a generated
+    docstring: one line of printable characters, with no quote or backslash that could end
+    the docstring or start an escape."""
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return text.replace("\\", "/").replace('"', "'")
+
+
 HEADER = '''"""{title}
 
-Generated by burnish.onnx from {source}; regenerate rather than edit. ``load(device)`` gives
-the model with its imported weights ({weights}, beside this file).
+{generated}
+{weights}, beside this file.
 """
 
 from __future__ import annotations
@@ -350,8 +442,13 @@ WEIGHTS = Path(__file__).with_name({weights!r})
 def module_source(builder: ModuleBuilder, inputs: Sequence[str], outputs: Sequence[str],
                   title: str, source: str, weights: str) -> str:
     """The whole generated file."""
-    out = [HEADER.format(title=title, source=source, weights=weights), "",
-           "class Model(nn.Module):"]
+    # The weights' name starts a line of its own: ``Imported.write`` puts in the file's name.
+    generated = (f"Generated by burnish.onnx from {source}; regenerate rather than edit. "
+                 "``load(device)`` gives the model with its imported weights:")
+    header = HEADER.format(title=textwrap.fill(docstring_text(title), WIDTH - len('"""')),
+                           generated=textwrap.fill(docstring_text(generated), WIDTH),
+                           weights=weights)
+    out = [header, "", "class Model(nn.Module):"]
     out.append('    """The imported graph as a burnish module."""')
     out.append("")
     for name, (annotation, _) in builder.fields.items():
@@ -377,7 +474,9 @@ def module_source(builder: ModuleBuilder, inputs: Sequence[str], outputs: Sequen
                     "        "))
     for line in builder.lines:
         out.extend(wrap(line, "        "))
-    out.append(f"        return {', '.join(outputs)}")
+    results = ", ".join(outputs)
+    out.extend(wrap(f"return {results}" if len(results) < WIDTH // 2 else f"return ({results})",
+                    "        "))
     out.append("")
     out.append("")
     out.append("def load(device: bn.Device | str | None = None,")

@@ -251,7 +251,9 @@ class _State:
         protos = _expand(node, function, prefix)
         opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version
                   for o in function.opset_import}
-        opsets.setdefault("", node.opset)
+        # A body that does not import the default domain uses the model's version of it (not
+        # the node's own domain's: a preview operator's version 1 is not ONNX's opset 1).
+        opsets.setdefault("", self.opsets.get("", node.opset))
         infos = _infer_body(node, protos, opsets)
         table = ValueTable(infos)
         for value in [*node.inputs, *node.outputs]:

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 import numpy as np
 
 import onnx
+from burnish.onnx.errors import FoldWarning, where
 from burnish.onnx.graph import Graph, Node, Value
 from onnx import helper
 
@@ -18,6 +19,8 @@ RANDOM = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLik
           "Bernoulli", "Dropout"}
 #: A folded constant larger than this stays a computation (a model file should not grow).
 FOLD_LIMIT = 1 << 20
+#: How much of the reference evaluator's error a fold warning quotes.
+MESSAGE_LENGTH = 300
 #: The domain of the importer's own fused operators (``burnish.Linear``).
 FUSED = "burnish"
 
@@ -67,24 +70,48 @@ def _fold_node(node: Node) -> bool:
         _set_const(node.outputs[0], inputs[0].const)
         return True
     try:
-        from onnx.reference import ReferenceEvaluator
-
-        proto = helper.make_node(node.op_type, [v.name if v else "" for v in node.inputs],
-                                 [v.name if v else "" for v in node.outputs], domain=node.domain)
-        proto.attribute.extend(node.proto.attribute)
-        evaluator = ReferenceEvaluator(proto, opsets={"": node.opset})
-        feeds = {v.name: v.const for v in inputs}
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            results = evaluator.run(None, feeds)
-    except Exception:
+            results = _evaluate(node, inputs)
+    except Exception as error:
+        message = " ".join(str(error).split())[:MESSAGE_LENGTH] or "no message"
+        warnings.warn(f"{where(node)}: not computed at import, forward computes it: onnx's "
+                      f"reference evaluator failed with {type(error).__name__}: {message}",
+                      FoldWarning, stacklevel=2)
         return False
     if any(not isinstance(r, np.ndarray) or r.size > FOLD_LIMIT for r in results):
         return False
-    for value, result in zip(node.outputs, results):
-        if value is not None:
-            _set_const(value, result)
+    for value, result in zip([v for v in node.outputs if v is not None], results):
+        _set_const(value, result)
     return True
+
+
+def _evaluate(node: Node, inputs: list[Value]) -> list:
+    """The node's outputs computed by onnx's reference evaluator from its constant inputs.
+
+    The node is evaluated as a one-node model whose inputs are typed: operators defined by a
+    context-dependent function body (Gelu, GroupNormalization...) cannot be evaluated
+    without their inputs' types."""
+    from onnx.reference import ReferenceEvaluator
+
+    proto = helper.make_node(node.op_type, [v.name if v else "" for v in node.inputs],
+                             [v.name if v else "" for v in node.outputs], domain=node.domain)
+    proto.attribute.extend(node.proto.attribute)
+    feeds = {v.name: v.const for v in inputs}
+    typed = [helper.make_tensor_value_info(name, _elem_type(node, name, array), array.shape)
+             for name, array in feeds.items()]
+    outputs = [helper.make_value_info(v.name, onnx.TypeProto()) for v in node.outputs
+               if v is not None]
+    graph = helper.make_graph([proto], "fold", typed, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", node.opset)])
+    return ReferenceEvaluator(model).run(None, feeds)
+
+
+def _elem_type(node: Node, name: str, array: np.ndarray) -> int:
+    for value in node.inputs:
+        if value is not None and value.name == name and value.elem_type > 0:
+            return value.elem_type
+    return numpy_elem_type(array)
 
 
 def _set_const(value: Value | None, array: np.ndarray) -> None:

@@ -45,9 +45,12 @@ def const(values: Any, dtype_name: str, device: Any, shape: Sequence[int] | None
     return Tensor.from_data(array, device=device).cast(target)
 
 
-def param(shape: Sequence[int], dtype_name: str, device: Any) -> Param:
-    """A parameter of ``shape`` (zeros until the imported weights are loaded)."""
-    return Param(Tensor.zeros(list(shape), device, DTYPES[dtype_name]))
+def param(shape: Sequence[int], dtype_name: str, device: Any, frozen: bool = False) -> Param:
+    """A parameter of ``shape`` (zeros until the imported weights are loaded); ``frozen``, it
+    is recorded but never trained (an int or bool constant of the model, held as float32 and
+    given its dtype by ``cast`` in forward)."""
+    return Param(Tensor.zeros(list(shape), device, DTYPES[dtype_name]),
+                 require_grad=not frozen)
 
 
 def ints(tensor: Tensor | None) -> list[int] | None:
