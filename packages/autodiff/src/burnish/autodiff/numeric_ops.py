@@ -3,9 +3,10 @@ reductions, scans and sorts live in ``reduction.py``).
 
 Binary ops broadcast, so their rules sum each input's gradient back to that input's shape. A rule
 computes the gradient of an input only when the input is tracked (its saved shape is not None).
-Ties: ``maximum``/``minimum`` split the gradient evenly between equal operands (PyTorch); ``max``
-and ``min`` (whole tensor or along a dim) give it all to the element ``argmax``/``argmin``
-returns, the first of the tied ones (Burn), as ``max_with_indices`` does.
+Ties follow PyTorch: ``maximum``/``minimum`` split the gradient evenly between equal operands;
+``max`` and ``min`` (whole tensor or along dims) split it evenly among the tied extremes, as
+``amax``/``amin`` do; ``max_with_indices`` gives it all to the element its index names.
+``clamp`` passes it strictly inside its bounds only.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from burnish.autodiff.reduction import (
     cumprod_backward,
     cumsum_backward,
     element_count,
+    extreme_backward,
     mean_backward,
     pick_backward,
     prod_backward,
@@ -280,21 +282,17 @@ class AutodiffNumericOps(NumericOps):
         return self._record(out, (x,), prod_backward, (x, dim))
 
     def max(self, x: P, dim: int | None) -> P:
-        return self._extreme(x, dim, self._inner.max, self._inner.argmax)
+        return self._extreme(x, dim, self._inner.max)
 
     def min(self, x: P, dim: int | None) -> P:
-        return self._extreme(x, dim, self._inner.min, self._inner.argmin)
+        return self._extreme(x, dim, self._inner.min)
 
-    def _extreme(self, x: P, dim: int | None, reduce, arg) -> P:
+    def _extreme(self, x: P, dim: int | None, reduce) -> P:
+        # Tied extremes share the gradient evenly, as PyTorch's amax/amin and max() do.
         out = reduce(x.inner, dim)
         if x.node is None:
             return P(out)
-        if dim is None:
-            flat = self._inner.reshape(x.inner, (element_count(x.shape, None),))
-            indices = arg(flat, 0)
-        else:
-            indices = arg(x.inner, dim)
-        return self._record(out, (x,), pick_backward, (indices, x.shape, dim))
+        return self._record(out, (x,), extreme_backward, (x, OUT, dim))
 
     def argmax(self, x: P, dim: int) -> P:
         return P(self._inner.argmax(x.inner, dim))
@@ -470,12 +468,13 @@ def _pair_backward(b, dtype, g, lhs, rhs, lhs_shape, rhs_shape, loses):
 
 
 def _clamp_backward(b, dtype, g, x, low, high):
-    # Inside [low, high], bounds included, the gradient passes; outside (and at NaN) it is zero.
+    # Strictly inside (low, high) the gradient passes; at the bounds, outside and at NaN it is
+    # zero, as in PyTorch 2.14 (earlier versions passed it at the bounds).
     inside = None
     if low is not None:
-        inside = b.greater_equal(x, scalar(b, low, dtype, x))
+        inside = b.greater(x, scalar(b, low, dtype, x))
     if high is not None:
-        below = b.lower_equal(x, scalar(b, high, dtype, x))
+        below = b.lower(x, scalar(b, high, dtype, x))
         inside = below if inside is None else b.logical_and(inside, below)
     return (b.where(inside, g, scalar(b, 0.0, dtype, g)),)
 

@@ -1,7 +1,9 @@
 """Backward rules of reductions, scans and sorts.
 
-Reductions spread the gradient back over what they reduced; ops that pick elements (max and min,
-sorts, top-k) send it back to the picked ones by index, so ties follow the index the op returns.
+Reductions spread the gradient back over what they reduced. ``max`` and ``min`` without indices
+share it evenly among tied extremes (PyTorch's ``amax``/``amin`` and ``max()``); ops that pick
+elements by index (``max_with_indices``, sorts, top-k) send it back to the picked ones, so ties
+follow the index the op returns.
 Products are exact with zeros in the input, where dividing by the element would give NaN.
 """
 
@@ -54,6 +56,15 @@ def _product_of_others(b, x, dim, dtype):
     from_right = b.flip(b.cumprod(b.flip(x, (dim,)), dim), (dim,))
     right = b.cat([cut(from_right, 1, n), ones], dim)
     return b.mul(left, right)
+
+
+def extreme_backward(b, dtype, g, x, out, dim):
+    """max/min without indices: the gradient is shared evenly among the elements equal to the
+    result along ``dim`` (all of them when None). A NaN result is shared among the NaNs."""
+    hit = b.logical_or(b.equal(x, out), b.logical_and(b.is_nan(x), b.is_nan(out)))
+    mask = b.cast(hit, bool_, dtype)
+    share = b.div(g, b.sum(mask, dim))
+    return (b.mul(mask, share),)
 
 
 def pick_backward(b, dtype, g, indices, shape, dim):

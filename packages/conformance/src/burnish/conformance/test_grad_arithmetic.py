@@ -154,10 +154,15 @@ def test_pow_conventions_at_zero(device, grad_dtype):
     assert_gradient(y, grads, [0.0, 4.0 * np.log(2.0)])
 
 
-def test_clamp_passes_the_gradient_at_its_bounds(device, grad_dtype):
+def test_clamp_stops_the_gradient_at_its_bounds(device, grad_dtype):
+    # PyTorch 2.14: the gradient passes strictly inside the bounds only.
     x = Tensor.from_data([-2.0, -1.0, 0.0, 1.0, 2.0], device, grad_dtype).require_grad()
     grads = x.clamp(-1.0, 1.0).backward()
-    np.testing.assert_array_equal(gradient(x, grads), [0.0, 1.0, 1.0, 1.0, 0.0])
+    np.testing.assert_array_equal(gradient(x, grads), [0.0, 0.0, 1.0, 0.0, 0.0])
+    grads = x.clamp_min(0.0).backward()
+    np.testing.assert_array_equal(gradient(x, grads), [0.0, 0.0, 0.0, 1.0, 1.0])
+    grads = x.clamp_max(0.0).backward()
+    np.testing.assert_array_equal(gradient(x, grads), [1.0, 1.0, 0.0, 0.0, 0.0])
 
 
 # -- matmul ---------------------------------------------------------------------------------------

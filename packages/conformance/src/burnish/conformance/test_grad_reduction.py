@@ -1,8 +1,9 @@
 """Gradients of reductions, scans and sorts (autodiff backends).
 
-Max and min send the whole gradient to one element even when several tie: the one ``argmax``
-(``argmin``, ``max_with_indices``) returns, the first (Burn's behaviour). Products are exact
-with zeros in the input, where dividing the product by the element would give NaN.
+Ties follow PyTorch: ``max`` and ``min`` (whole tensor, along a dim or several) share the
+gradient evenly among the tied extremes, as ``amax``/``amin`` and ``max()`` do;
+``max_with_indices`` sends it all to the element its index names. Products are exact with zeros
+in the input, where dividing the product by the element would give NaN.
 """
 
 from __future__ import annotations
@@ -61,25 +62,50 @@ def test_keepdim_reductions_by_hand(device, grad_dtype):
     np.testing.assert_array_equal(gradient(x, grads), np.full((2, 3), 5.0))
 
 
-def test_max_ties_go_to_the_first(device, grad_dtype):
+def test_max_ties_share_the_gradient_evenly(device, grad_dtype):
+    # PyTorch 2.14's amax/amin and max()/min(): each tied extreme gets an equal share.
     x = Tensor.from_data([[1.0, 3.0, 3.0, 2.0], [4.0, 4.0, 4.0, 0.0]], device,
                          grad_dtype).require_grad()
+    third = 1.0 / 3.0
     grads = x.max().backward()
-    np.testing.assert_array_equal(gradient(x, grads), [[0, 0, 0, 0], [1, 0, 0, 0]])
+    assert_gradient(x, grads, [[0, 0, 0, 0], [third, third, third, 0]])
     grads = x.max(1).backward()
-    np.testing.assert_array_equal(gradient(x, grads), [[0, 1, 0, 0], [1, 0, 0, 0]])
-    grads = x.max(1, keepdim=True).backward()
-    np.testing.assert_array_equal(gradient(x, grads), [[0, 1, 0, 0], [1, 0, 0, 0]])
+    assert_gradient(x, grads, [[0, 0.5, 0.5, 0], [third, third, third, 0]])
+    grads = (x.max(1, keepdim=True) * Tensor.from_data([[2.0], [3.0]], device, grad_dtype)
+             ).backward()
+    assert_gradient(x, grads, [[0, 1, 1, 0], [1, 1, 1, 0]])
+    y = Tensor.from_data([[2.0, 1.0, 1.0]], device, grad_dtype).require_grad()
+    grads = y.min(1).backward()
+    assert_gradient(y, grads, [[0, 0.5, 0.5]])
+    grads = y.min().backward()
+    assert_gradient(y, grads, [[0, 0.5, 0.5]])
+
+
+def test_max_over_several_dims_shares_ties_across_them(device, grad_dtype):
+    # One share per tied element of the whole reduced slice (PyTorch's amax((0, 2))), not a
+    # split along one dim and then the next.
+    x = Tensor.from_data([[[2.0, 2.0], [0.0, 2.0]], [[2.0, 0.0], [2.0, 1.0]]], device,
+                         grad_dtype).require_grad()
+    third = 1.0 / 3.0
+    expected = [[[third, third], [0, 0.5]], [[third, 0], [0.5, 0]]]
+    assert_gradient(x, x.max((0, 2)).backward(), expected)
+    assert_gradient(x, x.max((2, 0), keepdim=True).backward(), expected)
+    assert_gradient(x, (-x).min((0, 2)).backward(), -np.array(expected))
+
+
+def test_max_with_indices_sends_ties_to_the_index(device, grad_dtype):
+    x = Tensor.from_data([[1.0, 3.0, 3.0, 2.0], [4.0, 4.0, 4.0, 0.0]], device,
+                         grad_dtype).require_grad()
     values, indices = x.max_with_indices(1)
     grads = values.backward()
     expected = np.zeros((2, 4))
     expected[np.arange(2), indices.to_numpy()] = 1.0
     np.testing.assert_array_equal(gradient(x, grads), expected)
     y = Tensor.from_data([[2.0, 1.0, 1.0]], device, grad_dtype).require_grad()
-    grads = y.min(1).backward()
-    np.testing.assert_array_equal(gradient(y, grads), [[0, 1, 0]])
-    grads = y.min_with_indices(1)[0].backward()
-    np.testing.assert_array_equal(gradient(y, grads), [[0, 1, 0]])
+    values, indices = y.min_with_indices(1)
+    expected = np.zeros((1, 3))
+    expected[0, indices.to_numpy()] = 1.0
+    np.testing.assert_array_equal(gradient(y, values.backward()), expected)
 
 
 @pytest.mark.parametrize("op", ["max_with_indices", "min_with_indices"])

@@ -81,12 +81,32 @@ class ReductionMixin:
         return self.var(dim, correction, keepdim).sqrt()
 
     def max(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
-        """Largest element (NaN if any is NaN)."""
-        return self._reduce("max", dim, keepdim, nonempty=True)
+        """Largest element (NaN if any is NaN). Under autodiff, tied maxima share the gradient
+        evenly (PyTorch's ``amax``); ``max_with_indices`` sends it to the returned index."""
+        return self._extreme("max", dim, keepdim)
 
     def min(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
-        """Smallest element (NaN if any is NaN)."""
-        return self._reduce("min", dim, keepdim, nonempty=True)
+        """Smallest element (NaN if any is NaN); ties share the gradient as for ``max``."""
+        return self._extreme("min", dim, keepdim)
+
+    def _extreme(self, op: str, dim: Dims, keepdim: bool) -> Tensor:
+        if dim is None or isinstance(dim, int) or len(dim) < 2:
+            return self._reduce(op, dim, keepdim, nonempty=True)
+        shape = self._prim.shape
+        dims = normalize_dims(dim, len(shape))
+        if any(shape[d] == 0 for d in dims):
+            return self._reduce(op, dims, keepdim, nonempty=True)  # raises, naming the shape
+        # Several dims are reduced as one (moved last and merged), so that ties across them
+        # share a gradient evenly, as over the whole tensor, and not dim after dim.
+        rest = [d for d in range(len(shape)) if d not in dims]
+        size = 1
+        for d in dims:
+            size *= shape[d]
+        merged = self.permute(rest + sorted(dims)).reshape([shape[d] for d in rest] + [size])
+        out = merged._reduce(op, -1, False, nonempty=True)
+        if keepdim:
+            out = out.reshape([1 if d in dims else n for d, n in enumerate(shape)])
+        return out
 
     def any(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
         """Bool: some element is true (nonzero)."""
