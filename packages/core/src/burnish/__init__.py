@@ -30,6 +30,7 @@ from burnish.errors import (  # noqa: E402
     AutodiffError,
     BackendNotInstalledError,
     BurnishError,
+    CaptureError,
     DeviceError,
     DivisionByZeroError,
     DTypeError,
@@ -44,6 +45,7 @@ from burnish.registry import (  # noqa: E402
     seed,
     set_default_backend,
 )
+from burnish.replay import Captured, capture  # noqa: E402
 from burnish.shape import Shape  # noqa: E402
 from burnish.tensor import Tensor, cat, stack, where  # noqa: E402
 from burnish.tensor.core import is_debug, set_debug  # noqa: E402
@@ -52,11 +54,11 @@ from burnish.tensor_data import TensorData  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArgumentTypeError", "AutodiffError", "BackendNotInstalledError", "BurnishError", "DType",
-    "DTypeError", "Device", "DeviceError", "DivisionByZeroError", "Distribution", "Kind",
-    "RecordError", "Shape", "ShapeError", "Tensor", "TensorData", "UnsupportedError", "backend",
-    "bfloat16", "bool_",
-    "default_backend", "default_device", "float16", "float32", "float64", "functional", "int8",
-    "int16", "int32", "int64", "is_debug", "seed", "set_debug", "set_default_backend", "uint8",
-    "cat", "stack", "where",
+    "ArgumentTypeError", "AutodiffError", "BackendNotInstalledError", "BurnishError",
+    "CaptureError", "Captured", "DType", "DTypeError", "Device", "DeviceError",
+    "DivisionByZeroError", "Distribution", "Kind", "RecordError", "Shape", "ShapeError", "Tensor",
+    "TensorData", "UnsupportedError", "backend", "bfloat16", "bool_", "capture", "default_backend",
+    "default_device", "float16", "float32", "float64", "functional", "int8", "int16", "int32",
+    "int64", "is_debug", "seed", "set_debug", "set_default_backend", "uint8", "cat", "stack",
+    "where",
 ]

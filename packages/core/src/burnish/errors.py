@@ -51,5 +51,10 @@ class DivisionByZeroError(BurnishError, ZeroDivisionError):
     """An int division (``//``) or remainder (``%``) by zero, which has no int result."""
 
 
+class CaptureError(BurnishError, RuntimeError):
+    """A function given to ``burnish.capture`` that cannot be replayed: it reads values on the
+    host, changes what it enqueues from call to call, or replaces state it does not receive."""
+
+
 class ArgumentTypeError(BurnishError, TypeError):
     """An argument, or a module's field, of the wrong Python type."""

@@ -12,6 +12,7 @@ from burnish.backend.base import BackendBase, Scalar
 from burnish.device import Device
 from burnish.distribution import Distribution
 from burnish.dtype import DType
+from burnish.errors import CaptureError
 from burnish.tensor_data import TensorData
 
 P = AutodiffPrimitive
@@ -98,6 +99,12 @@ class AutodiffBase(BackendBase):
         (``autodiff+fusion+wgpu``), where the ops it forwards are fused."""
         return None
 
+    def capturer(self, device: Device) -> Any:
+        """The inner backend's capturer, seeing through autodiff primitives (see
+        ``AutodiffCapturer``)."""
+        inner = self._inner.capturer(device.native)
+        return None if inner is None else AutodiffCapturer(inner)
+
     # -- data in and out ----------------------------------------------------------------------
 
     def from_data(self, data: TensorData, device: Device) -> P:
@@ -152,3 +159,31 @@ def _to_device_backward(b, dtype, g, source_dtype, source):
 
 def _cast_backward(b, dtype, g, from_dtype):
     return (b.cast(g, dtype, from_dtype),)
+
+
+class AutodiffCapturer:
+    """``burnish.capture`` on an autodiff backend: records and replays are the inner backend's.
+    An argument that carries a graph (computed from tensors that require grad outside the
+    function) cannot be captured; returned tensors come back without a graph, a leaf that
+    required grad as a fresh leaf (as an optimizer's step returns parameters)."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+
+    def leaf(self, x: P) -> Any:
+        return self.inner.leaf(x.inner)
+
+    def spec(self, x: P) -> tuple:
+        node = x.node
+        if node is not None and not node.leaf_id:
+            raise CaptureError("an argument carries an autodiff graph from outside the function "
+                               "(detach() it, or compute it inside)")
+        return (self.inner.spec(x.inner), node is not None)
+
+    def rebuild(self, template: P, x: Any) -> P:
+        node = template.node
+        inner = self.inner.rebuild(template.inner, x)
+        return P(inner, Node.leaf(node.dtype) if node is not None and node.leaf_id else None)
+
+    def __getattr__(self, name: str) -> Any:  # begin, finish, abort, compare, record
+        return getattr(self.inner, name)

@@ -202,20 +202,31 @@ class Convolutions:
         out = JitTensor(runtime.pool.alloc(numel(out_shape) * itemsize), out_shape, x.dtype,
                         x.device, runtime)
         workspace = runtime.pool.alloc(plan.workspace) if plan.workspace else None
+        reads = [x.buffer.handle, weight.buffer.handle]
+        writes = [out.buffer.handle] + ([workspace.handle] if workspace else [])
+        if bias is not None:
+            reads.append(bias.buffer.handle)
+        runtime.call(self._forward, (plan, _address(x, itemsize), _address(weight, itemsize),
+                                     workspace.handle.ptr if workspace else 0,
+                                     None if bias is None else _address(bias, itemsize),
+                                     _address(out, itemsize)),
+                     reads, writes, plan)
+        runtime.launches += 1 + (bias is not None)
+        return out
+
+    def _forward(self, plan: _Plan, x: ctypes.c_void_p, weight: ctypes.c_void_p,
+                 workspace: int, bias: ctypes.c_void_p | None, out: ctypes.c_void_p) -> None:
+        """Enqueue one planned convolution (and its bias) on the runtime's stream."""
         lib = self.lib
-        with self.lock, _current(runtime):
+        with self.lock, _current(self.runtime):
             self._check(lib.cudnnConvolutionForward(
-                self.handle, plan.alpha, plan.x, _address(x, itemsize), plan.w,
-                _address(weight, itemsize), plan.conv, plan.algo,
-                ctypes.c_void_p(workspace.handle.ptr if workspace else 0), plan.workspace,
-                plan.beta, plan.y, _address(out, itemsize)),
+                self.handle, plan.alpha, plan.x, x, plan.w, weight, plan.conv, plan.algo,
+                ctypes.c_void_p(workspace), plan.workspace, plan.beta, plan.y, out),
                 "cudnnConvolutionForward")
             if bias is not None:
                 self._check(lib.cudnnAddTensor(
-                    self.handle, plan.alpha, plan.bias, _address(bias, itemsize), plan.alpha,
-                    plan.y, _address(out, itemsize)), "cudnnAddTensor")
-        runtime.launches += 1 + (bias is not None)
-        return out
+                    self.handle, plan.alpha, plan.bias, bias, plan.alpha, plan.y, out),
+                    "cudnnAddTensor")
 
     def _plan(self, dtype, spatial, x_shape, w_shape, out_shape, stride, padding, dilation,
               groups, has_bias) -> _Plan | None:

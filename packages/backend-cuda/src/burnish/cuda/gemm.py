@@ -6,6 +6,8 @@ says cuBLAS cannot read."""
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from burnish.jit.tensor import JitTensor
@@ -109,15 +111,77 @@ def gemm(a: JitTensor, b: JitTensor, out: JitTensor, batch: tuple[int, ...]) -> 
     n, m, k, one, data, b_op, b_ld, b_stride, a_op, a_ld, a_stride, zero, mn, count, compute, \
         size = plan
     runtime = a.runtime
-    with runtime.cuda_device, runtime.stream:
-        cp.cuda.cublas.gemmStridedBatchedEx(
-            cp.cuda.device.get_cublas_handle(), b_op, a_op, n, m, k, one,
-            b.buffer.handle.ptr + b.offset * size, data, b_ld, b_stride,
-            a.buffer.handle.ptr + a.offset * size, data, a_ld, a_stride,
-            zero, out.buffer.handle.ptr + out.offset * size, data, n, mn, count,
-            compute, _GEMM_DEFAULT)
+    runtime.call(_gemm, (runtime, b_op, a_op, n, m, k, one,
+                         b.buffer.handle.ptr + b.offset * size, data, b_ld, b_stride,
+                         a.buffer.handle.ptr + a.offset * size, data, a_ld, a_stride,
+                         zero, out.buffer.handle.ptr + out.offset * size, data, n, mn, count,
+                         compute),
+                 (a.buffer.handle, b.buffer.handle), (out.buffer.handle,), plan)
     runtime.launches += 1
     return True
+
+
+def _gemm(runtime, *args) -> None:
+    """cuBLAS's strided batched product on ``runtime``'s stream (``gemm``'s arguments). While
+    a CUDA graph is captured (``runtime.capturing``) the library is called directly: CuPy's
+    wrapper refuses to during a capture, and the handle was readied by ``ready_for_capture``."""
+    with runtime.cuda_device, runtime.stream:
+        handle = cp.cuda.device.get_cublas_handle()
+        if runtime.capturing:
+            status = _library().cublasGemmStridedBatchedEx(handle, *args, _GEMM_DEFAULT)
+            if status:
+                raise RuntimeError(f"cuda: cuBLAS's product failed while capturing a graph "
+                                   f"(status {status})")
+        else:
+            cp.cuda.cublas.gemmStridedBatchedEx(handle, *args, _GEMM_DEFAULT)
+
+
+#: The cuBLAS library CuPy loaded, called through ctypes (``_library``).
+_LIBRARY = None
+#: Per device: the workspace given to cuBLAS for captured products (kept alive here).
+_WORKSPACES: dict[int, object] = {}
+#: cuBLAS's workspace for graphs: what it would otherwise allocate while being captured.
+WORKSPACE_BYTES = 32 << 20
+
+
+def _library():
+    """libcublas as CuPy loaded it (found in the process's mapped files), declared for the
+    calls made while a CUDA graph is captured."""
+    global _LIBRARY
+    if _LIBRARY is None:
+        import cupy_backends.cuda.libs.cublas  # noqa: F401 (loads libcublas)
+
+        path = "libcublas.so"
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                name = line.split()[-1]
+                if "/libcublas.so" in name:
+                    path = name
+                    break
+        lib = ctypes.CDLL(path)
+        p, i, q = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+        lib.cublasGemmStridedBatchedEx.restype = i
+        lib.cublasGemmStridedBatchedEx.argtypes = [p, i, i, i, i, i, p, p, i, i, q, p, i, i, q,
+                                                   p, p, i, i, q, i, i, i]
+        lib.cublasSetWorkspace_v2.restype = i
+        lib.cublasSetWorkspace_v2.argtypes = [p, p, ctypes.c_size_t]
+        _LIBRARY = lib
+    return _LIBRARY
+
+
+def ready_for_capture(runtime) -> None:
+    """Point CuPy's cuBLAS handle for ``runtime``'s device at its stream and give it a
+    workspace of its own, before a CUDA graph is captured on that stream (cuBLAS may neither
+    change streams nor allocate during a capture)."""
+    with runtime.cuda_device:
+        handle = cp.cuda.device.get_cublas_handle()
+        cp.cuda.cublas.setStream(handle, runtime.stream.ptr)
+        if runtime.index not in _WORKSPACES:
+            workspace = cp.cuda.alloc(WORKSPACE_BYTES)
+            status = _library().cublasSetWorkspace_v2(handle, workspace.ptr, WORKSPACE_BYTES)
+            if status:
+                raise RuntimeError(f"cuda: cuBLAS refused a workspace (status {status})")
+            _WORKSPACES[runtime.index] = workspace
 
 
 #: gemm's arguments but the addresses, per operand layout (dtypes, shapes, strides, batch,

@@ -99,6 +99,33 @@ class LaunchParameters:
         self.info = info
 
 
+#: How many CUDA graphs one capture keeps, each for another set of copies into its inputs.
+GRAPH_VARIANTS = 4
+
+
+def _pinned_writes(runtime: CudaRuntime, commands: Sequence[tuple]) -> list[tuple]:
+    """``commands`` with each host write made a copy from page-locked memory (a graph's copy
+    reads its source when the graph runs, and can only come from such memory)."""
+    out = []
+    for command in commands:
+        if command[0] != "write":
+            out.append(command)
+            continue
+        _, handle, offset, data = command
+        with runtime.cuda_device:
+            pinned = cp.cuda.alloc_pinned_memory(max(data.nbytes, 1))
+        np.frombuffer(pinned, np.uint8, data.nbytes)[:] = data.view(np.uint8).reshape(-1)
+        out.append(("call", _copy_pinned, (runtime, handle, offset, pinned, data.nbytes), None))
+    return out
+
+
+def _copy_pinned(runtime: CudaRuntime, handle: Any, offset: int, pinned: Any,
+                 nbytes: int) -> None:
+    if nbytes:
+        with runtime.cuda_device:
+            (handle.memory + offset).copy_from_host_async(pinned.ptr, nbytes, runtime.stream)
+
+
 #: The largest float32 product (multiply-adds) that fusion runs in a generated kernel with its
 #: epilogue rather than in cuBLAS (a 1024 x 1024 x 512 product).
 FUSED_PRODUCT_MACS = 1 << 29
@@ -125,6 +152,8 @@ class CudaRuntime(Runtime):
         # Our pool sits on CuPy's, which keeps freed blocks for the whole process anyway.
         self.pool.limit = 1 << 28
         self._convolutions: Any = None  # cudnn.Convolutions, made on the first convolution
+        #: Whether a CUDA graph is being captured on the stream (library calls change course).
+        self.capturing = False
 
     def describe(self) -> str:
         name = self.properties["name"]
@@ -218,6 +247,54 @@ class CudaRuntime(Runtime):
         # generated kernel than as cuBLAS's call (tens of microseconds of host time) plus a
         # launch for the epilogue.
         return dtype.name == "float32" and macs <= FUSED_PRODUCT_MACS and not gemm.tf32_allowed()
+
+    def replayer(self, commands: Sequence[tuple]):
+        """A capture's commands as CUDA graphs, one launch per replay. The copies into the
+        record's inputs from its own outputs (the tensors a training loop carries from step to
+        step) are the same on every step: they are in the graph too, one graph per set of them
+        (at most ``GRAPH_VARIANTS``); other copies (a new batch) are enqueued before it."""
+        program = self.program(_pinned_writes(self, commands))
+        graphs: dict[tuple, Any] = {}
+        copy = CudaRuntime.copy.__get__(self)
+
+        def enqueue(copies: Sequence[tuple]) -> None:
+            for src, dst, start, end, _ in copies:
+                copy(src, start, dst, start, end - start)
+            for fn, args in program:
+                fn(*args)
+
+        def replay(copies: Sequence[tuple]) -> None:
+            inside = tuple(c for c in copies if c[4])
+            graph = graphs.get(inside)
+            if graph is None and len(graphs) >= GRAPH_VARIANTS:
+                inside = ()
+                graph = graphs.get(inside)
+            if graph is None:
+                graph = graphs[inside] = self._graph(enqueue, inside)
+            for src, dst, start, end, stable in copies:
+                if not (stable and inside):  # not in the graph: enqueued before it
+                    copy(src, start, dst, start, end - start)
+            with self.cuda_device:
+                graph.launch(self.stream)
+            self.launches += len(program)
+
+        return replay
+
+    def _graph(self, enqueue, copies: tuple) -> Any:
+        """The CUDA graph of ``enqueue(copies)``, captured on this runtime's stream."""
+        gemm.ready_for_capture(self)
+        with self.cuda_device:
+            self.stream.begin_capture()
+            self.capturing = True
+            try:
+                enqueue(copies)
+            finally:
+                self.capturing = False
+                graph = self.stream.end_capture()
+            upload = getattr(graph, "upload", None)
+            if upload is not None:
+                upload(self.stream)
+        return graph
 
     def sync(self) -> None:
         self.stream.synchronize()

@@ -80,6 +80,17 @@ class BackendBase(ABC):
         ``burnish.jit.fuser.JitFuser``."""
         return None
 
+    def capturer(self, device: Device) -> Any:
+        """What ``burnish.capture`` uses to record and replay work on ``device``; ``None`` (the
+        default): captured functions run eagerly on this backend. A capturer has ``leaf(prim)``
+        (the device-level value a record sees), ``spec(prim)`` (its layout, part of a record's
+        key), ``rebuild(template, leaf)`` (a primitive like ``template`` around a replayed
+        value), ``begin(leaves)``, ``finish(leaves)`` (returns what was recorded), ``abort()``,
+        ``compare(a, b)`` (where two recordings differ, or ``None``) and
+        ``record(recorded, inputs, outputs)`` (a record with ``replay(inputs)``, ``valid()``
+        and ``release()``); see ``burnish.jit.capture.JitCapturer``."""
+        return None
+
     # -- data in and out ----------------------------------------------------------------------
 
     @abstractmethod

@@ -35,3 +35,26 @@ class OptimOps(ABC):  # noqa: B024 (only defaults, by design)
         denominator = self.add_scalar(self.sqrt(v), epsilon, dtype)
         step = self.mul_scalar(self.div(m, denominator), -step_size, dtype)
         return self.add(step, value), m, v
+
+    def adam_step_device(self, value: Primitive, grad: Primitive, moment_1: Primitive,
+                         moment_2: Primitive, beta_1: float, beta_2: float, factors: Primitive,
+                         dtype: DType) -> tuple[Primitive, Primitive, Primitive]:
+        """``adam_step`` with ``epsilon`` and ``step_size`` read from the device: ``factors`` is
+        a float32 primitive of shape ``[2]`` holding them, in that order. An optimizer whose
+        bias corrections live on the device (``Adam(capturable=True)``) calls this, so that a
+        captured step (``burnish.capture``) replays the right values on every step."""
+        if dtype in (float16, bfloat16):
+            wide = [self.cast(x, dtype, float32) for x in (value, grad, moment_1, moment_2)]
+            results = self.adam_step_device(*wide, beta_1, beta_2, factors, float32)
+            return tuple(self.cast(x, float32, dtype) for x in results)
+        if dtype is not float32:
+            factors = self.cast(factors, float32, dtype)
+        epsilon = self.reshape(self.slice(factors, [(0, 1, 1)]), ())
+        step_size = self.reshape(self.slice(factors, [(1, 2, 1)]), ())
+        m = self.add(self.mul_scalar(moment_1, beta_1, dtype),
+                     self.mul_scalar(grad, 1.0 - beta_1, dtype))
+        v = self.add(self.mul_scalar(moment_2, beta_2, dtype),
+                     self.mul_scalar(self.mul(grad, grad), 1.0 - beta_2, dtype))
+        denominator = self.add(self.sqrt(v), epsilon)
+        step = self.mul(self.div(m, denominator), self.neg(step_size, dtype))
+        return self.add(step, value), m, v

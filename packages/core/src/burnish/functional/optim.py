@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from burnish.dtype import Kind
-from burnish.errors import DTypeError, ShapeError
+from burnish.dtype import Kind, float32
+from burnish.errors import DeviceError, DTypeError, ShapeError
 from burnish.shape import show
 from burnish.tensor import core as _core
 
@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 
 def adam_step(value: Tensor, grad: Tensor, moment_1: Tensor, moment_2: Tensor, *,
-              beta_1: float, beta_2: float, epsilon: float, step_size: float) -> Tensor:
+              beta_1: float, beta_2: float, epsilon: float = 0.0, step_size: float = 0.0,
+              factors: Tensor | None = None) -> Tensor:
     """One Adam update of ``value``, elementwise, as one op (one kernel on GPU backends):
 
     ``moment_1 = moment_1 * beta_1 + grad * (1 - beta_1)``,
@@ -26,7 +27,10 @@ def adam_step(value: Tensor, grad: Tensor, moment_1: Tensor, moment_2: Tensor, *
     and other tensors sharing their memory keep their values; ``value`` and ``grad`` are not
     modified. Bias correction is folded into the scalars by the caller: with step count
     ``t``, ``step_size = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`` and ``epsilon`` times
-    ``sqrt(1 - beta_2^t)`` give Kingma & Ba's update. All four tensors must have one float
+    ``sqrt(1 - beta_2^t)`` give Kingma & Ba's update. ``factors``, a float32 tensor of shape
+    ``[2]`` on the same device, holds ``(epsilon, step_size)`` instead: values computed on the
+    device, which a captured step (``burnish.capture``) replays correctly as they change from
+    step to step (``Adam(capturable=True)`` does this). All four tensors must have one float
     dtype, one shape and one device (DTypeError, ShapeError, DeviceError), and the moments
     must be two Tensor objects other than ``value`` and ``grad`` (ValueError).
     """
@@ -50,12 +54,30 @@ def adam_step(value: Tensor, grad: Tensor, moment_1: Tensor, moment_2: Tensor, *
     m, v = moment_1._prim, moment_2._prim
     moment_1._prim = moment_2._prim = None
     try:
-        new, m, v = device.backend.adam_step(value._prim, grad._prim, m, v, float(beta_1),
-                                             float(beta_2), float(epsilon), float(step_size),
-                                             dtype)
+        if factors is None:
+            new, m, v = device.backend.adam_step(value._prim, grad._prim, m, v, float(beta_1),
+                                                 float(beta_2), float(epsilon),
+                                                 float(step_size), dtype)
+        else:
+            new, m, v = device.backend.adam_step_device(
+                value._prim, grad._prim, m, v, float(beta_1), float(beta_2),
+                _factors(factors, device)._prim, dtype)
     finally:
         moment_1._prim, moment_2._prim = m, v
     return _core.make(new, device, dtype)
+
+
+def _factors(factors: Tensor, device) -> Tensor:
+    """``factors`` checked: a float32 tensor ``[2]`` on ``device``."""
+    if type(factors) is not _core.Tensor:
+        raise TypeError(f"adam_step: factors must be a Tensor, got {type(factors).__name__}")
+    if factors._dtype is not float32 or factors._prim.shape != (2,):
+        raise ShapeError(f"adam_step: factors must be a float32 tensor of shape [2] (epsilon, "
+                         f"step size), got {factors._dtype} of shape {show(factors._prim.shape)}")
+    if factors._device is not device and factors._device != device:
+        raise DeviceError(f"adam_step: factors are on {factors._device!r} but value is on "
+                          f"{device!r}; move them with .to_device()")
+    return factors
 
 
 def _check_operands(value: Tensor, grad: Tensor, moment_1: Tensor, moment_2: Tensor) -> None:

@@ -63,6 +63,8 @@ class Runtime(ABC):
         self.lazy_context: int | None = None
         #: Optimizer updates deferred while recording (``lazy.defer_update``).
         self.lazy_updates: list[Any] = []
+        #: What ``burnish.capture`` records and replays this device with (``JitBase.capturer``).
+        self.capturer: Any = None
         #: The fused kernels made on this device, by key (``kernels.fused.FusedProgram``).
         self.fused_programs: dict[Any, Any] = {}
 
@@ -114,6 +116,45 @@ class Runtime(ABC):
         that follow it (a bias, an activation). Runtimes whose products go to a vendor library
         say no where that library is much faster on the GPU."""
         return True
+
+    def call(self, fn, args: tuple, reads: Sequence[Any], writes: Sequence[Any],
+             key: Any = None) -> None:
+        """Enqueue ``fn(*args)``: work a vendor library enqueues on this runtime's queue (a
+        cuBLAS product, a cuDNN convolution), reading the buffers ``reads`` and writing
+        ``writes``. Going through here lets a capture record it (``key``: what, besides the
+        buffers, makes two such calls the same work)."""
+        fn(*args)
+
+    def replayer(self, commands: Sequence[tuple]):
+        """A function that enqueues a capture's recorded ``commands`` again
+        (``burnish.jit.capture``), after ``copies``: ``(src, dst, start, end, stable)``, the
+        bytes ``[start, end)`` of buffer ``src`` into ``dst``. This one calls ``dispatch`` and
+        the rest once per command, with everything worked out beforehand; a runtime whose API
+        can hold a whole sequence (a CUDA graph) does better."""
+        program = self.program(commands)
+        copy = type(self).copy.__get__(self)
+
+        def replay(copies: Sequence[tuple]) -> None:
+            for src, dst, start, end, _ in copies:
+                copy(src, start, dst, start, end - start)
+            for fn, args in program:
+                fn(*args)
+
+        return replay
+
+    def program(self, commands: Sequence[tuple]) -> list[tuple[Any, tuple]]:
+        """Recorded commands as ``(function, arguments)`` pairs that enqueue them."""
+        cls = type(self)
+        methods = {"launch": cls.dispatch.__get__(self), "write": cls.write.__get__(self),
+                   "copy": cls.copy.__get__(self)}
+        program = []
+        for command in commands:
+            kind = command[0]
+            if kind == "call":
+                program.append((command[1], command[2]))
+            else:
+                program.append((methods[kind], command[1:]))
+        return program
 
     @abstractmethod
     def sync(self) -> None:
@@ -230,6 +271,8 @@ class BufferPool:
         self._free_bytes = 0
         self.allocated_bytes = 0
         self._lock = threading.Lock()
+        #: The capture recording this pool's allocations (``burnish.jit.capture``), if any.
+        self.recorder: Any = None
 
     def alloc(self, nbytes: int) -> DeviceBuffer:
         size = self._classes.get(nbytes)
@@ -238,6 +281,8 @@ class BufferPool:
             if len(self._classes) >= 4096:
                 self._classes.clear()
             self._classes[nbytes] = size
+        if self.recorder is not None:
+            return self._recorded_alloc(size)
         handle = None
         bucket = self._free.get(size)
         if bucket:
@@ -257,8 +302,21 @@ class BufferPool:
         buffer.pool, buffer.handle, buffer.nbytes = self, handle, size
         return buffer
 
+    def _recorded_alloc(self, size: int) -> DeviceBuffer:
+        """``alloc`` while a capture records: the recorder hears of every handle given out."""
+        recorder, self.recorder = self.recorder, None
+        try:
+            buffer = self.alloc(size)
+        finally:
+            self.recorder = recorder
+        recorder.allocated_handle(buffer.handle)
+        return buffer
+
     def _trim(self) -> None:
-        """Gives the largest free buffers back to the API until half the limit is free."""
+        """Gives the largest free buffers back to the API until half the limit is free (never
+        while a capture records: a recorded command may name a free buffer)."""
+        if self.recorder is not None:
+            return
         victims = []
         with self._lock:
             for size in sorted(self._free, reverse=True):

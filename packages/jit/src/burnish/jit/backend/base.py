@@ -89,6 +89,17 @@ class JitBase(Backend):
             self._fuser = JitFuser(self)
         return self._fuser
 
+    def capturer(self, device: Device):
+        """Capture and replay of this device's launches (``burnish.jit.capture``), one
+        capturer per device."""
+        runtime = self.runtime(device)
+        found = runtime.capturer
+        if found is None:
+            from burnish.jit.capture import JitCapturer
+
+            found = runtime.capturer = JitCapturer(runtime, device)
+        return found
+
     def _check_dtype(self, dtype: DType, device: Device) -> Runtime:
         runtime = self.runtime(device)
         if dtype not in self._device_dtypes(runtime):

@@ -12,3 +12,8 @@ class JitOptimOps(OptimOps):
                   moment_2: JitTensor, beta_1, beta_2, epsilon, step_size, dtype):
         return optim.adam_step(value, grad, moment_1, moment_2, beta_1, beta_2, epsilon,
                                step_size)
+
+    def adam_step_device(self, value: JitTensor, grad: JitTensor, moment_1: JitTensor,
+                         moment_2: JitTensor, beta_1, beta_2, factors: JitTensor, dtype):
+        return optim.adam_step(value, grad, moment_1, moment_2, beta_1, beta_2, 0.0, 0.0,
+                               factors)

@@ -9,6 +9,8 @@ exactly as the single update's kernel computes it."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from burnish.jit import ir, lazy
 from burnish.jit.builder import KernelBuilder
 from burnish.jit.kernels.elementwise import WORKGROUP, ScalarPacker, info_scalar, plain
@@ -22,16 +24,19 @@ UPDATE_BUFFERS = 7
 
 
 def adam_step(value: JitTensor, grad: JitTensor, moment_1: JitTensor, moment_2: JitTensor,
-              beta_1: float, beta_2: float, epsilon: float,
-              step_size: float) -> tuple[JitTensor, JitTensor, JitTensor]:
+              beta_1: float, beta_2: float, epsilon: float, step_size: float,
+              factors: JitTensor | None = None) -> tuple[JitTensor, JitTensor, JitTensor]:
     """``burnish.backend.OptimOps.adam_step`` in one kernel: new ``(value, m, v)``, computed
     in the dtype's compute type and rounded once each (deferred while recording, where a launch
-    can carry two updates or more)."""
+    can carry two updates or more). With ``factors`` (float32 ``[2]``), ``epsilon`` and
+    ``step_size`` are read from it on the device instead (``adam_step_device``)."""
     runtime, dtype, shape, device = value.runtime, value.dtype, value.shape, value.device
     inputs = [plain(x) for x in (value, grad, moment_1, moment_2)]
     n = numel(shape)
     scalars = (beta_1, 1.0 - beta_1, beta_2, 1.0 - beta_2, epsilon, -step_size)
-    if lazy.RECORDING.depth and n and updates_per_launch(runtime) >= 2:
+    if factors is not None:
+        inputs.append(plain(factors))
+    elif lazy.RECORDING.depth and n and updates_per_launch(runtime) >= 2:
         return lazy.defer_update(inputs, scalars, shape, dtype, device, runtime)
     nbytes = n * runtime.generator.storage_numpy(dtype.name).itemsize
     pool = runtime.pool
@@ -43,8 +48,13 @@ def adam_step(value: JitTensor, grad: JitTensor, moment_1: JitTensor, moment_2: 
     packer = _PACKERS.get(dtype)
     if packer is None:
         packer = _PACKERS[dtype] = ScalarPacker((), [dtype] * 6, head=5)
-    info = packer.info(scalars, (n, *[x.offset for x in inputs]))
-    compiled = runtime.kernel(("adam_step", dtype.name), lambda: _adam_kernel(dtype))[0]
+    info = packer.info(scalars, (n, *[x.offset for x in inputs[:4]]))
+    if factors is None:
+        compiled = runtime.kernel(("adam_step", dtype.name), lambda: _adam_kernel(dtype))[0]
+    else:
+        info = np.append(info, inputs[4].offset).astype(np.int32)
+        compiled = runtime.kernel(("adam_step_device", dtype.name),
+                                  lambda: _adam_kernel(dtype, device_factors=True))[0]
     runtime.dispatch(compiled, [outs[0].buffer.handle, outs[1].buffer.handle,
                                 outs[2].buffer.handle] + [x.buffer.handle for x in inputs],
                      info, grid(-(-n // WORKGROUP)))
@@ -81,14 +91,23 @@ def _buffers(k: KernelBuilder, dtype) -> tuple[list[ir.Buffer], list[ir.Buffer]]
     return outs, ins
 
 
-def _adam_kernel(dtype) -> ir.Kernel:
-    k = KernelBuilder("adam_step", (WORKGROUP, 1, 1))
+def _adam_kernel(dtype, device_factors: bool = False) -> ir.Kernel:
+    """One update; ``device_factors``: epsilon and the step size come from a float32 buffer
+    (two elements at the offset in the info word after the scalars), not from info."""
+    k = KernelBuilder("adam_step_device" if device_factors else "adam_step",
+                      (WORKGROUP, 1, 1))
     outs, ins = _buffers(k, dtype)
     i = k.global_index()
     with k.if_(i >= k.info(COUNT)):
         k.return_()
-    _update(k, _scalars(k, dtype, SCALARS), outs, ins, i,
-            [k.info(OFFSETS + j) for j in range(4)])
+    scalars = _scalars(k, dtype, SCALARS)
+    if device_factors:
+        factors = k.buffer("factors", "float32")
+        ty = ir.compute_type(dtype)
+        at = k.info(SCALARS + 6 * (2 if ty == "f64" else 1))
+        scalars[4] = k.let(factors[at].cast(ty), "eps")
+        scalars[5] = k.let(-factors[at + 1].cast(ty), "step")
+    _update(k, scalars, outs, ins, i, [k.info(OFFSETS + j) for j in range(4)])
     return k.build()
 
 

@@ -1,0 +1,511 @@
+"""Capture and replay on ``burnish.jit``'s runtimes: a recorder of the commands a function
+enqueues (launches, copies, host writes, library calls), and the record that replays them.
+
+``burnish.capture`` (core) decides when to record and when to replay; this module is what it
+asks of a GPU backend (``JitBase.capturer``). While a call is recorded, the runtime's methods
+that enqueue work are wrapped on the instance (``Recorder.install``): the kernels never know.
+At the end the record works out the role of every buffer the commands touched:
+
+- **inputs**: the buffers of the function's tensor arguments. The record keeps them as its own;
+  a later call copies its arguments in (skipped when an argument already lies there).
+- **outputs**: buffers made during the call that the returned tensors view. Each replay writes
+  them again and returns new tensors over them.
+- **internal**: buffers made and dropped during the call: the record keeps them (they are the
+  step's working memory, reused as the eager run reused them).
+- **state**: buffers that existed before the call and are not arguments (a module in a
+  closure, an optimizer's moments updated in place), and buffers made during the call that
+  something still holds afterwards (state stored by the function). Replays read and write them
+  where they are; if whoever held one lets it go, the record is stale and is dropped.
+
+A tensor a caller still holds is never overwritten by a replay: before a replay writes an input
+or output buffer that some tensor from an earlier call still views, that tensor is moved to a
+copy (``_Slot.evict``). In the usual loop (``model = step(model, batch)``) the arguments are the
+last replay's outputs: each is copied into its input buffer and its tensor moved there, so a
+step costs one device copy per carried tensor and no host work per op.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from burnish.errors import CaptureError
+from burnish.jit import lazy
+from burnish.jit.runtime import BufferPool, DeviceBuffer, Runtime
+from burnish.jit.tensor import JitTensor
+
+_new = object.__new__
+
+#: The methods of a runtime that a recorder wraps while it records.
+_WRAPPED = ("dispatch", "write", "copy", "read", "call")
+
+
+def _package_dirs() -> tuple[str, ...]:
+    import burnish
+
+    return tuple(os.path.join(p, "") for p in burnish.__path__)
+
+
+_INTERNAL = _package_dirs()
+
+
+def where() -> str:
+    """``file:line`` of the innermost frame outside burnish's packages: the user's line that
+    made the current command."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+class Recorder:
+    """What a runtime enqueues while a captured call runs, in order, with where each command
+    came from; every command also runs as usual (the recorded call is an ordinary eager call).
+
+    Commands are tuples: ``("launch", compiled, handles, info, groups)``,
+    ``("write", handle, offset, data)``, ``("copy", src, src_offset, dst, dst_offset, nbytes)``
+    and ``("call", fn, args, key)`` (a vendor library's work, ``Runtime.call``).
+    """
+
+    def __init__(self, runtime: Runtime):
+        self.runtime = runtime
+        self.commands: list[tuple] = []
+        self.locations: list[str] = []
+        #: id(handle) -> [handle, first use ("r" or "w"), made during the call]
+        self.first: dict[int, list] = {}
+        #: ids of the handles the pool gave out during the call
+        self.allocated: set[int] = set()
+        #: ids of handles that held a value from before the call and were given out again
+        self.consumed: dict[int, str] = {}
+        #: ids of handles some launch or copy wrote
+        self.written: set[int] = set()
+        self.host_read: str | None = None
+        self._writable: dict[int, tuple[bool, ...]] = {}
+        self._names: dict[int, str] = {}
+
+    # -- installing ---------------------------------------------------------------------------
+
+    def install(self) -> None:
+        runtime = self.runtime
+        for name in _WRAPPED:
+            runtime.__dict__[name] = getattr(self, name)
+        runtime.pool.recorder = self
+
+    def uninstall(self) -> None:
+        runtime = self.runtime
+        for name in _WRAPPED:
+            runtime.__dict__.pop(name, None)
+        runtime.pool.recorder = None
+
+    # -- what the runtime and its pool report -----------------------------------------------
+
+    def allocated_handle(self, handle: Any) -> None:
+        key = id(handle)
+        entry = self.first.get(key)
+        if entry is not None and not entry[2] and entry[1] == "r":
+            self.consumed.setdefault(key, self.locations[-1] if self.locations else where())
+        self.allocated.add(key)
+
+    def _touch(self, handle: Any, use: str) -> None:
+        key = id(handle)
+        if key not in self.first:
+            self.first[key] = [handle, use, key in self.allocated]
+
+    def dispatch(self, compiled: Any, handles: Sequence[Any], info: np.ndarray,
+                 groups: tuple[int, int, int]) -> None:
+        writable = self._writable.get(id(compiled))
+        if writable is None:
+            writable = self._kernel_writes(compiled)
+        for handle, writes in zip(handles, writable):
+            self._touch(handle, "r")  # a written binding may be read first (in-place kernels)
+            if writes:
+                self.written.add(id(handle))
+        self.commands.append(("launch", compiled, tuple(handles), np.array(info, np.int32),
+                              groups))
+        self.locations.append(where())
+        type(self.runtime).dispatch(self.runtime, compiled, handles, info, groups)
+
+    def write(self, handle: Any, offset: int, data: np.ndarray) -> None:
+        self._touch(handle, "w")
+        self.written.add(id(handle))
+        self.commands.append(("write", handle, offset, np.array(data, copy=True)))
+        self.locations.append(where())
+        type(self.runtime).write(self.runtime, handle, offset, data)
+
+    def copy(self, src: Any, src_offset: int, dst: Any, dst_offset: int, nbytes: int) -> None:
+        self._touch(src, "r")
+        self._touch(dst, "w")
+        self.written.add(id(dst))
+        self.commands.append(("copy", src, src_offset, dst, dst_offset, nbytes))
+        self.locations.append(where())
+        type(self.runtime).copy(self.runtime, src, src_offset, dst, dst_offset, nbytes)
+
+    def call(self, fn: Callable[..., None], args: tuple, reads: Sequence[Any],
+             writes: Sequence[Any], key: Any = None) -> None:
+        for handle in reads:
+            self._touch(handle, "r")
+        for handle in writes:
+            self._touch(handle, "r")
+            self.written.add(id(handle))
+        self.commands.append(("call", fn, args, key))
+        self.locations.append(where())
+        fn(*args)
+
+    def read(self, items: Sequence[tuple[Any, int, int]]) -> list[bytes]:
+        if self.host_read is None:
+            self.host_read = where()
+        return type(self.runtime).read(self.runtime, items)
+
+    # -- kernels --------------------------------------------------------------------------------
+
+    def _kernel_writes(self, compiled: Any) -> tuple[bool, ...]:
+        for entry in self.runtime._kernels.values():
+            self._writable[id(entry[0])] = tuple(b.writable for b in entry[1].buffers)
+            self._names[id(entry[0])] = entry[1].name
+        return self._writable.get(id(compiled), ())
+
+    def name_of(self, compiled: Any) -> str:
+        if id(compiled) not in self._names:
+            self._kernel_writes(compiled)
+        return self._names.get(id(compiled), "a kernel")
+
+
+def same_work(a: Recorder, b: Recorder) -> str | None:
+    """Where two recordings of one call signature enqueue different work (``None``: they do
+    the same): a value computed on the host that changed between the calls (a step count, a
+    seed, a learning rate kept in Python) would be frozen by a replay."""
+    if len(a.commands) != len(b.commands):
+        return (f"the calls enqueue different numbers of commands ({len(a.commands)} then "
+                f"{len(b.commands)})")
+    for i, (x, y) in enumerate(zip(a.commands, b.commands)):
+        kind = x[0]
+        if kind != y[0]:
+            return f"the calls enqueue different work at {b.locations[i]}"
+        if kind == "launch":
+            if x[1] is not y[1] or x[4] != y[4]:
+                return (f"the calls launch different kernels at {b.locations[i]} "
+                        f"({a.name_of(x[1])}, then {b.name_of(y[1])})")
+            if not np.array_equal(x[3], y[3]):
+                return (f"kernel {b.name_of(y[1])}, launched at {b.locations[i]}, is given "
+                        f"other values on each call (a number computed on the host changed)")
+        elif kind == "write":
+            if x[2] != y[2] or not np.array_equal(x[3], y[3]):
+                return f"the values written to the device at {b.locations[i]} change on each call"
+        elif kind == "copy":
+            if x[2] != y[2] or x[4] != y[4] or x[5] != y[5]:
+                return f"the copies at {b.locations[i]} differ between calls"
+        elif x[1] is not y[1] or x[3] != y[3]:
+            return f"the library calls at {b.locations[i]} differ between calls"
+    return None
+
+
+class _Slot:
+    """A buffer the record owns (``holder``: a pooled ``DeviceBuffer`` that only the record
+    references), and the ``DeviceBuffer`` some caller's tensors view it through (``viewer``,
+    held weakly, its ``pool`` None so that it never frees the record's memory)."""
+
+    __slots__ = ("holder", "viewer")
+
+    def __init__(self, holder: DeviceBuffer, viewer: DeviceBuffer | None = None):
+        self.holder = holder
+        self.viewer = None if viewer is None else weakref.ref(viewer)
+
+    @property
+    def handle(self) -> Any:
+        return self.holder.handle
+
+    def viewing(self) -> DeviceBuffer | None:
+        return None if self.viewer is None else self.viewer()
+
+    def evict(self, runtime: Runtime) -> None:
+        """Move the tensors that still view this buffer to a copy of it, so that the record can
+        overwrite it."""
+        viewer = self.viewing()
+        self.viewer = None
+        if viewer is not None:
+            moved = runtime.pool.alloc(self.holder.nbytes)
+            type(runtime).copy(runtime, self.holder.handle, 0, moved.handle, 0,
+                               self.holder.nbytes)
+            _repoint(viewer, moved)
+
+
+def _adopt(buffer: DeviceBuffer) -> _Slot:
+    """A slot over ``buffer``'s memory: the record takes ownership, and ``buffer`` (whatever
+    views it) becomes the slot's viewer."""
+    holder = _new(DeviceBuffer)
+    holder.pool, holder.handle, holder.nbytes = buffer.pool, buffer.handle, buffer.nbytes
+    buffer.pool = None
+    return _Slot(holder, buffer)
+
+
+def _repoint(viewer: DeviceBuffer, to: DeviceBuffer) -> None:
+    """``viewer`` takes over ``to``'s memory (and its ownership); ``to`` is left empty."""
+    viewer.handle, viewer.nbytes, viewer.pool = to.handle, to.nbytes, to.pool
+    to.pool = None
+
+
+def _reclaim(pool: BufferPool, handle: Any) -> DeviceBuffer:
+    """Take a free handle out of the pool's free lists; its holder gives it back when dropped."""
+    for size, bucket in pool._free.items():
+        for i, found in enumerate(bucket):
+            if found is handle:
+                del bucket[i]
+                pool._free_bytes -= size
+                holder = _new(DeviceBuffer)
+                holder.pool, holder.handle, holder.nbytes = pool, handle, size
+                return holder
+    raise AssertionError("capture: an internal buffer is not in the pool's free list")
+
+
+def _owners(handles: list[Any]) -> dict[int, DeviceBuffer]:
+    """The ``DeviceBuffer`` objects that hold ``handles`` (one scan of the live objects; only
+    while a record is made)."""
+    if not handles:
+        return {}
+    wanted = {id(h) for h in handles}
+    found: dict[int, DeviceBuffer] = {}
+    for referrer in gc.get_referrers(*handles):
+        if type(referrer) is DeviceBuffer and id(referrer.handle) in wanted:
+            if referrer.pool is not None or id(referrer.handle) not in found:
+                found[id(referrer.handle)] = referrer
+    return found
+
+
+class _Output:
+    """How a replay makes one returned tensor: a view of one of the record's slots (``slots``:
+    its inputs, for state updated in place, or its outputs), or (``slots`` None) a fresh copy
+    of ``slot``, a buffer the record does not own."""
+
+    __slots__ = ("slots", "slot", "shape", "strides", "offset", "dtype")
+
+    def __init__(self, slots: dict | None, slot: Any, x: JitTensor):
+        self.slots, self.slot = slots, slot
+        self.shape, self.strides, self.offset, self.dtype = x.shape, x.strides, x.offset, x.dtype
+
+
+class JitRecord:
+    """One recorded call, replayed by the runtime's ``replayer`` (a CUDA graph on cuda, the
+    prepared launches elsewhere)."""
+
+    def __init__(self, runtime: Runtime, device: Any, recorder: Recorder,
+                 inputs: list[JitTensor], outputs: list[JitTensor]):
+        self.runtime = runtime
+        self.device = device
+        self.released = False
+        pool = runtime.pool
+        commands = recorder.commands
+        first = recorder.first
+        if recorder.host_read is not None:
+            raise CaptureError(f"it reads tensor values on the host at {recorder.host_read}")
+        if recorder.consumed:
+            line = next(iter(recorder.consumed.values()))
+            raise CaptureError(
+                f"it replaces a tensor it reads without receiving it as an argument (at "
+                f"{line}): pass that state in and return its new value, or update it in place")
+        free_ids = {id(h) for bucket in pool._free.values() for h in bucket}
+
+        # Inputs: the buffers of the arguments and of the state the function holds.
+        self.inputs: dict[int, _Slot] = {}
+        self.input_order: list[tuple[int, int, int]] = []  # (slot key, start byte, end byte)
+        for x in inputs:
+            key = id(x.buffer.handle)
+            if key not in self.inputs:
+                self.inputs[key] = _adopt(x.buffer)
+            self.input_order.append((key, *_span(x)))
+        #: Inputs the commands write (state updated in place).
+        self.written = {key for key in self.inputs if key in recorder.written}
+
+        # Outputs: buffers made during the call, or inputs updated in place; anything else is
+        # copied out on each replay.
+        self.outputs: dict[int, _Slot] = {}
+        self.output_plan: list[_Output] = []
+        for x in outputs:
+            key = id(x.buffer.handle)
+            entry = first.get(key)
+            if key in self.written:
+                self.output_plan.append(_Output(self.inputs, key, x))
+            elif entry is not None and entry[2] and key not in self.inputs:
+                if key not in self.outputs:
+                    self.outputs[key] = _adopt(x.buffer)
+                self.output_plan.append(_Output(self.outputs, key, x))
+            else:  # an input or state returned as it is: a copy, as eager code would share
+                self.output_plan.append(_Output(None, x.buffer, x))
+
+        # Everything else the commands touched: working memory or state.
+        self.internal: list[DeviceBuffer] = []
+        watched: list[Any] = []
+        for key, (handle, use, made_here) in first.items():
+            if key in self.inputs or key in self.outputs:
+                continue
+            if key in free_ids:
+                if not made_here and use == "r":
+                    raise CaptureError(
+                        "it reads a tensor that it lets go of without receiving it as an "
+                        "argument (state replaced out of place); pass that state in and return "
+                        "its new value")
+                self.internal.append(_reclaim(pool, handle))
+            else:
+                watched.append(handle)
+        owners = _owners(watched)
+        self.state: list[weakref.ref] = []
+        for handle in watched:
+            owner = owners.get(id(handle))
+            if owner is None:
+                raise CaptureError("a buffer it uses is held by no tensor")
+            self.state.append(weakref.ref(owner))
+        del owners
+
+        self.commands = commands
+        self.replayer = runtime.replayer(commands)
+        self._output_handles = {id(s.handle): key for key, s in self.outputs.items()}
+
+    # -- replaying ------------------------------------------------------------------------------
+
+    def valid(self) -> bool:
+        """Whether every state buffer the record reads or writes is still held by a tensor."""
+        return not self.released and all(ref() is not None for ref in self.state)
+
+    def replay(self, inputs: Sequence[JitTensor]) -> list[JitTensor]:
+        runtime, pool = self.runtime, self.runtime.pool
+        copies: list[tuple[Any, Any, int, int, bool]] = []
+        moved: list[tuple[DeviceBuffer, _Slot, _Slot]] = []
+        for x, (key, start, end) in zip(inputs, self.input_order):
+            slot = self.inputs[key]
+            buffer = x.buffer
+            if buffer is slot.viewing():  # the argument lies in the input buffer already
+                if key in self.written:  # and the replay updates it: the tensor keeps a copy
+                    slot.evict(runtime)
+                continue
+            slot.evict(runtime)
+            source = self._output_handles.get(id(buffer.handle))
+            carried = source is not None and buffer.pool is None and \
+                buffer.nbytes <= slot.holder.nbytes and key not in self.written
+            if carried:  # a tensor the last replay returned: all of it moves
+                copies.append((buffer.handle, slot.handle, 0, buffer.nbytes, True))
+                moved.append((buffer, slot, self.outputs[source]))
+            else:
+                copies.append((buffer.handle, slot.handle, start, end, False))
+        for buffer, slot, out_slot in moved:
+            # After the copy it views its input buffer instead, where nothing overwrites it
+            # until the next call: its output buffer is free for this replay.
+            buffer.handle, buffer.nbytes = slot.handle, slot.holder.nbytes
+            slot.viewer = weakref.ref(buffer)
+            out_slot.viewer = None
+        for slot in self.outputs.values():
+            slot.evict(runtime)
+        self.replayer(copies)
+        made: dict[tuple[int, int], DeviceBuffer] = {}
+        results = []
+        for plan in self.output_plan:
+            if plan.slots is None:
+                source = plan.slot
+                buffer = pool.alloc(source.nbytes)
+                type(runtime).copy(runtime, source.handle, 0, buffer.handle, 0, source.nbytes)
+            else:
+                buffer = made.get((id(plan.slots), plan.slot))
+                if buffer is None:
+                    slot = plan.slots[plan.slot]
+                    buffer = made[(id(plan.slots), plan.slot)] = _new(DeviceBuffer)
+                    buffer.pool, buffer.handle, buffer.nbytes = None, slot.handle, \
+                        slot.holder.nbytes
+                    slot.viewer = weakref.ref(buffer)
+            results.append(JitTensor(buffer, plan.shape, plan.dtype, self.device, runtime,
+                                     plan.strides, plan.offset))
+        return results
+
+    def release(self) -> None:
+        """Give the record's memory back: tensors still viewing an input or output buffer keep
+        it (it becomes theirs); the rest goes back to the pool."""
+        if self.released:
+            return
+        self.released = True
+        for slot in (*self.inputs.values(), *self.outputs.values()):
+            viewer = slot.viewing()
+            if viewer is not None and viewer.handle is slot.handle:
+                _repoint(viewer, slot.holder)
+        self.inputs.clear()
+        self.outputs.clear()
+        self.internal.clear()
+        self.replayer = None
+
+
+def _span(x: JitTensor) -> tuple[int, int]:
+    """The bytes of its buffer that ``x`` views: ``[start, end)``."""
+    itemsize = x.runtime.generator.storage_numpy(x.dtype.name).itemsize
+    low = high = x.offset
+    for size, stride in zip(x.shape, x.strides):
+        if size == 0:
+            return 0, 0
+        if stride > 0:
+            high += (size - 1) * stride
+        else:
+            low += (size - 1) * stride
+    return low * itemsize, (high + 1) * itemsize
+
+
+class JitCapturer:
+    """``burnish.capture``'s interface to one device of a ``burnish.jit`` backend."""
+
+    def __init__(self, runtime: Runtime, device: Any):
+        self.runtime = runtime
+        self.device = device
+        self.recorder: Recorder | None = None
+
+    @property
+    def core(self) -> JitCapturer:
+        """The capturer that records (decorators' capturers lead here)."""
+        return self
+
+    def leaf(self, x: JitTensor) -> JitTensor:
+        """``x`` computed (a pending lazy tensor is flushed), as the record sees it."""
+        lazy.materialize(x)
+        return x
+
+    def spec(self, x: JitTensor) -> tuple:
+        """What a replay needs of an argument beyond shape and dtype: its layout."""
+        return (x.strides, x.offset)
+
+    def rebuild(self, template: JitTensor, x: JitTensor) -> JitTensor:
+        return x
+
+    def begin(self, inputs: Sequence[JitTensor]) -> None:
+        runtime = self.runtime
+        lazy.flush(runtime)
+        for x in inputs:  # an argument another record owns moves to memory of its own
+            if x.buffer.pool is None:
+                moved = runtime.pool.alloc(x.buffer.nbytes)
+                runtime.copy(x.buffer.handle, 0, moved.handle, 0, x.buffer.nbytes)
+                _repoint(x.buffer, moved)
+        self.recorder = Recorder(runtime)
+        self.recorder.install()
+
+    def finish(self, outputs: Sequence[JitTensor]) -> Recorder:
+        """Stops recording once ``outputs`` and every deferred update are computed."""
+        recorder, self.recorder = self.recorder, None
+        try:
+            for x in outputs:
+                lazy.materialize(x)
+            lazy.flush(self.runtime)
+        finally:
+            recorder.uninstall()
+        return recorder
+
+    def abort(self) -> None:
+        if self.recorder is not None:
+            self.recorder.uninstall()
+            self.recorder = None
+
+    def compare(self, a: Recorder, b: Recorder) -> str | None:
+        return same_work(a, b)
+
+    def record(self, recorder: Recorder, inputs: Sequence[JitTensor],
+               outputs: Sequence[JitTensor]) -> JitRecord:
+        return JitRecord(self.runtime, self.device, recorder, list(inputs), list(outputs))
