@@ -78,6 +78,25 @@ def test_generated_lines_fit_in_100_columns():
     np.testing.assert_array_equal(total.to_numpy(), big + 1)
 
 
+def test_long_expressions_and_many_targets_fit_in_100_columns():
+    """Names of one long word each, which no shortening makes short: a product of two, and a
+    Split into six (the targets alone pass 100 columns)."""
+    word = "activationsofthefirstencoderblockfeedforward{}"
+    parts = [word.format(i) for i in range(6)]
+    nodes = [helper.make_node("Mul", ["x", "x"], [word.format("a")]),
+             helper.make_node("Mul", [word.format("a"), "x"], [word.format("b")]),
+             helper.make_node("Mul", [word.format("a"), word.format("b")], [word.format("c")]),
+             helper.make_node("Split", [word.format("c")], parts, axis=0, num_outputs=6),
+             helper.make_node("Concat", parts[::-1], ["y"], axis=0)]
+    imported = convert(model(nodes, [tensor("x", TensorProto.FLOAT, [6])],
+                             [tensor("y", TensorProto.FLOAT, [6])]))
+    long_lines = [line for line in imported.source.splitlines() if len(line) > WIDTH]
+    assert not long_lines, "\n".join(long_lines)
+    x = np.arange(6, dtype=np.float32)
+    got = imported.build("ndarray")(Tensor.from_data(x)).to_numpy()
+    np.testing.assert_array_equal(got, (x**5)[::-1])
+
+
 def test_large_int_and_bool_constants_become_frozen_parameters(tmp_path):
     """BERT's token type ids ([1, 512] zeros) and a mask: recorded with the weights, never
     trained, and given back their dtype in forward."""

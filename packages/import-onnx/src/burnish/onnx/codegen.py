@@ -329,18 +329,47 @@ def wrap(line: str, indent: str, width: int = WIDTH) -> list[str]:
     """A line of generated code at ``indent``, split over several lines when it is longer than
     ``width``: its longest bracketed part (a call's arguments, a list) puts its items on
     indented continuation lines, as many as fit on each; an item still too long is split the
-    same way, and so is what follows the closing bracket."""
+    same way, and so is what follows the closing bracket. An assignment or a return that
+    still does not fit has its value put in parentheses, inside which it breaks between
+    words (``a = (`` / ``b * c`` / ``)``)."""
     nested = len(line) - len(line.lstrip(" "))  # a line of a nested function
-    return _split(line[nested:], indent + line[:nested], "", width)
+    return _split(line[nested:], indent + line[:nested], "", width, enclosed=False)
 
 
-def _split(text: str, indent: str, suffix: str, width: int) -> list[str]:
-    """``text`` followed by ``suffix`` at ``indent``, split as ``wrap`` says."""
+def _split(text: str, indent: str, suffix: str, width: int, enclosed: bool = True
+           ) -> list[str]:
+    """``text`` followed by ``suffix`` at ``indent``, split as ``wrap`` says; ``enclosed``
+    when the text is inside brackets, where a line may break anywhere between words."""
     if len(indent) + len(text) + len(suffix) <= width:
         return [indent + text + suffix]
+    lines = _split_brackets(text, indent, suffix, width, enclosed)
+    if lines is not None and all(len(line) <= width for line in lines):
+        return lines
+    statement = re.match(r"(return |[\w, ]+ = )(?!\($)", text) if not enclosed else None
+    if statement is not None:
+        head, value = statement.group(1), text[statement.end():]
+        if len(indent) + len(head) + 1 > width:
+            # Too many targets for a line: they go in parentheses too.
+            targets = _split_words(head.removesuffix(" = ") + ",", indent + "    ", "", width)
+            lines = [indent + "(", *targets]
+            if len(indent) + len(") = ") + len(value) + len(suffix) <= width:
+                return [*lines, indent + ") = " + value + suffix]
+            head = ") = "
+        else:
+            lines = []
+        value_lines = _split(value, indent + "    ", "", width)
+        return [*lines, indent + head + "(", *value_lines, indent + ")" + suffix]
+    if enclosed and lines is None:
+        return _split_words(text, indent, suffix, width)
+    return lines or [indent + text + suffix]  # nothing to split at: a long name or string
+
+
+def _split_brackets(text: str, indent: str, suffix: str, width: int, enclosed: bool
+                    ) -> list[str] | None:
+    """``text`` split at its longest bracketed part (None when it has none)."""
     pairs = [(a, b) for a, b in _outer_brackets(text) if text[a + 1:b].strip()]
     if not pairs:
-        return [indent + text + suffix]  # nothing to split at: a long name or string
+        return None
     open_at, close_at = max(pairs, key=lambda pair: pair[1] - pair[0])
     content = text[open_at + 1:close_at]
     items = split_arguments(content)
@@ -367,8 +396,32 @@ def _split(text: str, indent: str, suffix: str, width: int) -> list[str]:
             lines.extend(_split(item, inner, piece[len(item):], width))
     if current:
         lines.append(inner + current)
-    lines.extend(_split(text[close_at:], indent, suffix, width))
+    lines.extend(_split(text[close_at:], indent, suffix, width, enclosed))
     return lines
+
+
+def _split_words(text: str, indent: str, suffix: str, width: int) -> list[str]:
+    """Text inside brackets broken at its spaces outside strings, as many words a line as
+    fit."""
+    words, start, quote = [], 0, None
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == " ":
+            words.append(text[start:i])
+            start = i + 1
+    words.append(text[start:] + suffix)
+    lines, current = [], ""
+    for word in filter(None, words):
+        if current and len(indent) + len(current) + 1 + len(word) > width:
+            lines.append(indent + current)
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    return [*lines, indent + current]
 
 
 def _outer_brackets(text: str) -> list[tuple[int, int]]:
