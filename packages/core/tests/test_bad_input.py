@@ -63,3 +63,75 @@ def test_tensor_divisors_are_checked_on_device_backends_only_in_debug_mode(value
         x // zero
     with pytest.raises(bn.DivisionByZeroError):
         x % zero
+
+
+def test_a_batched_matmul_that_does_not_broadcast_names_matmul_and_both_shapes():
+    with pytest.raises(bn.ShapeError, match=r"^matmul: \[2, 3, 4\] @ \[5, 4, 6\]: the batch dims "
+                                            r"\[2\] and \[5\] cannot be broadcast together$"):
+        Tensor.zeros([2, 3, 4]) @ Tensor.zeros([5, 4, 6])
+
+
+@pytest.mark.parametrize("values, message", [
+    ([[1, 2], [3]], r"item \[1\] has shape \[1\] where item \[0\] has shape \[2\]"),
+    ([[1, 2], [3, [4, 5]]], r"item \[1, 1\] has shape \[2\] where item \[1, 0\] is a number"),
+    ([[[1], [2]], [[3], [4, 5]]], r"item \[1, 1\] has shape \[2\] where item \[1, 0\] has "
+                                  r"shape \[1\]"),
+])
+def test_ragged_nested_lists_name_the_ragged_position(values, message):
+    with pytest.raises(bn.ShapeError, match="nested sequences are ragged: " + message):
+        Tensor.from_data(values)
+
+
+@pytest.mark.parametrize("name, advice", [
+    ("cpu", "the CPU backend is 'ndarray': write device='ndarray'"),
+    ("mps", "'wgpu' backend, through Metal"),
+])
+def test_a_device_named_as_in_pytorch_says_which_backend_to_name(name, advice):
+    with pytest.raises(bn.BackendNotInstalledError, match=advice):
+        Tensor.zeros([2], device=name)
+    with pytest.raises(bn.BackendNotInstalledError, match=advice):
+        Tensor.zeros([2], device=f"{name}:0")
+
+
+@pytest.mark.parametrize("habit, advice", [
+    (lambda x: x.numpy(), r"x.to_numpy\(\)"),
+    (lambda x: x.t(), r"x.transpose\(\) or x.T"),
+    (lambda x: x.cpu(), r"x.to_device\('ndarray'\)"),
+    (lambda x: x.masked_fill(x > 1, 0), r"x.mask_fill\(mask, value\)"),
+])
+def test_pytorch_habits_on_tensors_say_what_to_write(habit, advice):
+    x = Tensor.arange(6)
+    with pytest.raises(AttributeError, match=r"no attribute .* \(a PyTorch name\); in burnish "
+                                             r"write " + advice):
+        habit(x)
+    assert not hasattr(x, "numpy") and getattr(x, "nothing", None) is None
+    with pytest.raises(AttributeError, match=r"^'Tensor' object has no attribute 'nothing'$"):
+        x.nothing  # noqa: B018
+
+
+def test_shapes_may_be_given_as_separate_ints_as_in_pytorch():
+    x = Tensor.arange(6)
+    assert x.reshape(3, 2).shape == [3, 2]
+    assert x.view(2, -1).shape == [2, 3]
+    assert x.reshape(np.int64(6)).shape == [6]
+    assert x.reshape(1, 6).expand(2, 6).shape == [2, 6]
+    assert x.reshape(2, 3).repeat(2, 1).shape == [4, 3]
+    assert x.reshape([3, 2]).permute(1, 0).shape == [2, 3]
+    with pytest.raises(TypeError, match=r"reshape: expected ints or one sequence of ints, got "
+                                        r"\[3, 2.0\]"):
+        x.reshape(3, 2.0)
+
+
+def test_info_lists_every_burnish_distribution(capsys):
+    from importlib import metadata
+
+    from burnish.__main__ import main
+
+    assert main(["info"]) == 0
+    listed = capsys.readouterr().out.split("\nBackends:")[0]
+    for name in ("burnish-core", "burnish-nn", "burnish-jit", "burnish-conformance"):
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        assert f"  {name:<32} {version}\n" in listed

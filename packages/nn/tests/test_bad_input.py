@@ -83,3 +83,17 @@ def test_every_module_checks_its_fields_against_their_annotations():
         Stack([linear], scale="2", shape=(1.5,))
     with pytest.raises(TypeError, match=r"weights must be Sequence\[float\] \| None"):
         nn.CrossEntropyLoss(weights="abc")
+
+
+@pytest.mark.parametrize("habit, advice", [
+    (lambda m: m.parameters(), r"module.params\(\)"),
+    (lambda m: m.eval(), r"module.valid\(\)"),
+    (lambda m: m.state_dict(), r"module.into_record\(\)"),
+    (lambda m: m.zero_grad(), "nothing: gradients are not kept on parameters"),
+])
+def test_pytorch_habits_on_modules_say_what_to_write(habit, advice):
+    linear = nn.LinearConfig(2, 2).init()
+    with pytest.raises(AttributeError, match=r"'Linear' object has no attribute .* \(a PyTorch "
+                                             r"name\); in burnish write " + advice):
+        habit(linear)
+    assert getattr(linear, "nothing", None) is None and hasattr(linear, "weight")

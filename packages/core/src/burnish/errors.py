@@ -22,15 +22,17 @@ class DeviceError(BurnishError, ValueError):
 class BackendNotInstalledError(BurnishError, LookupError):
     """A backend was asked for by name, and no installed package provides it."""
 
-    def __init__(self, name: str, package: str | None, installed: list[str]):
+    def __init__(self, name: str, package: str | None, installed: list[str],
+                 hint: str | None = None):
         self.name = name
         self.package = package
         self.installed = installed
-        hint = (
-            f"install it with: pip install {package}"
-            if package
-            else "no known package provides it; a third-party plugin must register it"
-        )
+        if hint is None:
+            hint = (
+                f"install it with: pip install {package}"
+                if package
+                else "no known package provides it; a third-party plugin must register it"
+            )
         have = ", ".join(installed) if installed else "none"
         super().__init__(f"backend {name!r} is not installed ({hint}); installed backends: {have}")
 

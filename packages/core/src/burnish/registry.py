@@ -18,6 +18,20 @@ _default: Backend | None = None
 _seed: int | None = None
 
 
+#: Device names from other frameworks (PyTorch's ``"cpu"``, ``"mps"``...), which name a kind of
+#: device where burnish names a backend: what to write instead.
+OTHER_DEVICE_NAMES = {
+    "cpu": "the CPU backend is 'ndarray': write device='ndarray' or 'ndarray:0'",
+    "gpu": "GPUs are reached through a backend: device='cuda' for NVIDIA, 'wgpu' for Vulkan, "
+           "Metal or DX12, 'rocm' for AMD or OpenCL",
+    "mps": "Apple GPUs run on the 'wgpu' backend, through Metal: write device='wgpu'",
+    "metal": "Metal runs on the 'wgpu' backend: write device='wgpu'",
+    "vulkan": "Vulkan runs on the 'wgpu' backend: write device='wgpu'",
+    "opencl": "OpenCL runs on the 'rocm' backend: write device='rocm'",
+    "hip": "AMD GPUs run on the 'rocm' backend, through OpenCL: write device='rocm'",
+}
+
+
 def backend_infos() -> dict[str, BackendInfo]:
     """Every installed backend, by name."""
     global _infos
@@ -59,7 +73,8 @@ def backend(name: str | Backend | None = None) -> Backend:
         *decorators, base = name.split("+")
         infos = backend_infos()
         if base not in infos:
-            raise BackendNotInstalledError(base, KNOWN_PACKAGES.get(base), sorted(infos))
+            raise BackendNotInstalledError(base, KNOWN_PACKAGES.get(base), sorted(infos),
+                                           OTHER_DEVICE_NAMES.get(base.lower()))
         result = backend(base) if decorators else infos[base].factory()
         for decorator in reversed(decorators):
             result = decorate(decorator, result)

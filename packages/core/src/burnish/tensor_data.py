@@ -139,8 +139,13 @@ def tolerance(dtype: DType) -> tuple[float, float]:
 
 
 def _array_from_nested(values: Any) -> np.ndarray:
-    array = np.asarray(values)
+    try:
+        array = np.asarray(values)
+    except ValueError:  # NumPy refuses ragged nesting: say where it is
+        _nested_shape(values, ())
+        raise
     if array.dtype == object:
+        _nested_shape(values, ())
         raise ShapeError("nested sequences must be rectangular and hold numbers or bools")
     if array.dtype.kind == "f" and array.dtype != np.float32 and not isinstance(values, np.generic):
         # Python floats become the default float dtype, as in Burn and PyTorch.
@@ -148,6 +153,27 @@ def _array_from_nested(values: Any) -> np.ndarray:
     elif array.dtype.kind not in "fiub":
         raise DTypeError(f"cannot make tensor data from values of NumPy kind {array.dtype}")
     return array
+
+
+def _nested_shape(values: Any, path: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of nested lists and tuples, or ShapeError naming the first ragged position."""
+    if isinstance(values, np.ndarray):
+        return values.shape
+    if not isinstance(values, list | tuple):
+        return ()
+    shapes = [_nested_shape(item, (*path, i)) for i, item in enumerate(values)]
+    for i, shape in enumerate(shapes[1:], 1):
+        if shape != shapes[0]:
+            raise ShapeError(
+                f"nested sequences are ragged: item {show((*path, i))} {_holding(shape)} where "
+                f"item {show((*path, 0))} {_holding(shapes[0])}; every item at one depth must "
+                "have the same length"
+            )
+    return (len(values), *(shapes[0] if shapes else ()))
+
+
+def _holding(shape: tuple[int, ...]) -> str:
+    return "is a number" if not shape else f"has shape {show(shape)}"
 
 
 def _diff(a: np.ndarray, b: np.ndarray, limit: int = 5) -> str:

@@ -51,9 +51,14 @@ def register(plugin: object, name: str | None = None) -> None:
 
 
 def distributions() -> list[tuple[str, str]]:
-    """(name, version) of every installed distribution that registers burnish plugins."""
+    """(name, version) of every installed burnish distribution: those named ``burnish`` or
+    ``burnish-*`` (nn, train, jit, conformance register no plugin) and every one that
+    registers burnish plugins (third parties)."""
     found = {}
     for dist in metadata.distributions():
-        if any(ep.group == "burnish" for ep in dist.entry_points):
-            found[dist.metadata["Name"]] = dist.version
+        name = dist.metadata["Name"] or ""
+        normalized = name.lower().replace("_", "-").replace(".", "-")
+        ours = normalized == "burnish" or normalized.startswith("burnish-")
+        if ours or any(ep.group == "burnish" for ep in dist.entry_points):
+            found[name] = dist.version
     return sorted(found.items())

@@ -451,7 +451,12 @@ class ArithmeticMixin:
         if a.shape[-1] != b.shape[-2]:
             raise ShapeError(f"matmul: {show(sa)} @ {show(sb)}: inner dims differ "
                              f"({a.shape[-1]} vs {b.shape[-2]})")
-        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        try:
+            batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ShapeError:
+            raise ShapeError(f"matmul: {show(sa)} @ {show(sb)}: the batch dims "
+                             f"{show(a.shape[:-2])} and {show(b.shape[:-2])} cannot be broadcast "
+                             "together") from None
         out = backend.matmul(a, b)
         if len(sa) == 1 or len(sb) == 1:
             shape = batch + ((sa[-2],) if len(sa) > 1 else ()) + ((sb[-1],) if len(sb) > 1 else ())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +27,10 @@ class LayoutMixin:
 
     # -- shape ----------------------------------------------------------------------------------
 
-    def reshape(self, shape: Sequence[int]) -> Tensor:
-        """The same elements in row-major order with a new shape; one dim may be ``-1``."""
-        new = infer_reshape(self._prim.shape, shape)
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        """The same elements in row-major order with a new shape; one dim may be ``-1``. The
+        shape is one sequence (``reshape([3, 2])``) or several ints (``reshape(3, 2)``)."""
+        new = infer_reshape(self._prim.shape, _sizes(shape, "reshape"))
         if new == self._prim.shape:
             return self
         return self._same(self._device.backend.reshape(self._prim, new))
@@ -76,9 +78,8 @@ class LayoutMixin:
         return x
 
     def permute(self, *axes: int | Sequence[int]) -> Tensor:
-        """Dims reordered: result dim ``i`` is dim ``axes[i]``."""
-        if len(axes) == 1 and not isinstance(axes[0], int):
-            axes = tuple(axes[0])
+        """Dims reordered: result dim ``i`` is dim ``axes[i]`` (one sequence or several ints)."""
+        axes = _sizes(axes, "permute")
         ndim = self.ndim
         if len(axes) != ndim:
             raise ShapeError(f"permute: {list(axes)} does not name each of the {ndim} dims of "
@@ -106,10 +107,11 @@ class LayoutMixin:
         """The last two dims exchanged."""
         return self.transpose()
 
-    def expand(self, shape: Sequence[int]) -> Tensor:
-        """Broadcast to ``shape``: size-1 dims repeat, new dims are added in front, ``-1`` keeps."""
+    def expand(self, *shape: int | Sequence[int]) -> Tensor:
+        """Broadcast to ``shape``: size-1 dims repeat, new dims are added in front, ``-1`` keeps
+        (one sequence or several ints)."""
         old = self._prim.shape
-        shape = list(shape)
+        shape = list(_sizes(shape, "expand"))
         if len(shape) < len(old):
             raise ShapeError(f"expand: cannot expand {show(old)} to fewer dims {show(shape)}")
         offset = len(shape) - len(old)
@@ -141,10 +143,10 @@ class LayoutMixin:
             return self.narrow(d, 0, 0)
         return self._same(self._device.backend.repeat_dim(self._prim, d, times))
 
-    def repeat(self, sizes: Sequence[int]) -> Tensor:
+    def repeat(self, *sizes: int | Sequence[int]) -> Tensor:
         """Tiled: dim ``i`` repeated ``sizes[i]`` times (PyTorch's ``repeat``); extra leading
-        sizes add dims."""
-        sizes = list(sizes)
+        sizes add dims (one sequence or several ints)."""
+        sizes = list(_sizes(sizes, "repeat"))
         if len(sizes) < self.ndim:
             raise ShapeError(f"repeat: {len(sizes)} sizes for a tensor of {self.ndim} dims")
         x = self.reshape([1] * (len(sizes) - self.ndim) + list(self._prim.shape))
@@ -495,3 +497,18 @@ def _check_mask(mask: Tensor, x: Tensor, op: str) -> None:
         got = mask._dtype if type(mask) is _core.Tensor else type(mask).__name__
         raise DTypeError(f"{op}: the mask must be a bool tensor, got {got}")
     _core.same_device(mask, x, op)
+
+
+def _sizes(args: tuple, op: str) -> tuple[int, ...]:
+    """The sizes (or dims) of a shape argument, given as one sequence or as several ints, as
+    PyTorch allows both: ``reshape([3, 2])`` and ``reshape(3, 2)``."""
+    if len(args) == 1 and not isinstance(args[0], int):
+        try:
+            return tuple(args[0])
+        except TypeError:
+            pass  # one int-like value (a NumPy int)
+    try:
+        return tuple(operator.index(arg) for arg in args)
+    except TypeError:
+        raise TypeError(f"{op}: expected ints or one sequence of ints, got {list(args)!r}"
+                        ) from None

@@ -16,6 +16,7 @@ from burnish.tensor.arithmetic import ArithmeticMixin
 from burnish.tensor.autodiff import AutodiffMixin
 from burnish.tensor.creation import CreationMixin
 from burnish.tensor.display import format_tensor
+from burnish.tensor.habits import TENSOR_HABITS, missing_attribute
 from burnish.tensor.inplace import InPlaceMixin
 from burnish.tensor.layout import LayoutMixin
 from burnish.tensor.reduction import ReductionMixin
@@ -229,6 +230,10 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
         return format_tensor(self)
 
     __str__ = __repr__
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: say what to write for a PyTorch habit.
+        raise missing_attribute(self, name, TENSOR_HABITS)
 
     def __reduce__(self):
         raise BurnishError(

@@ -22,8 +22,30 @@ from burnish.errors import ArgumentTypeError, RecordError
 from burnish.nn.param import Param, is_autodiff
 from burnish.record.tree import join, normalize
 from burnish.shape import show
+from burnish.tensor.habits import missing_attribute
 
 ParamMapper = Callable[[str, Param], Param]
+
+#: Module attributes PyTorch users reach for, and burnish's way to say them.
+MODULE_HABITS = {
+    "parameters": "module.params()",
+    "named_parameters": "module.named_params()",
+    "eval": "module.valid() (the module on the inner backend of its autodiff backend: no "
+            "gradients, dropout off, batch norm on its running statistics)",
+    "train": "module.to_device('autodiff+ndarray') (or another autodiff backend): modules "
+             "train where gradients are tracked",
+    "state_dict": "module.into_record()",
+    "load_state_dict": "module = module.load_record(record) (it returns a new module); a "
+                       "PyTorch state dict or file: burnish.nn.import_weights.load_weights("
+                       "module, source)",
+    "to": "module.to_device(device)",
+    "cuda": "module.to_device('cuda')",
+    "cpu": "module.to_device('ndarray')",
+    "zero_grad": "nothing: gradients are not kept on parameters, each backward() returns its "
+                 "own Gradients",
+    "requires_grad_": "module.freeze(*names) or module.unfreeze(*names)",
+    "half": "module.map(lambda name, p: p.map(lambda t: t.half()))",
+}
 
 
 class Module:
@@ -58,6 +80,10 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: say what to write for a PyTorch habit.
+        raise missing_attribute(self, name, MODULE_HABITS)
 
     # -- parameters ---------------------------------------------------------------------------
 
