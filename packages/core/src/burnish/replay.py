@@ -188,6 +188,9 @@ class Captured:
                 if isinstance(places[i][0], tuple):
                     raise CaptureError("it replaces a tensor held in a tuple")
             if entry.recorder is None:
+                problem = base.compare(recorder, recorder)
+                if problem is not None:
+                    raise CaptureError(problem)
                 entry.recorder = recorder
                 return result
             difference = base.compare(entry.recorder, recorder)
@@ -220,7 +223,8 @@ class Captured:
             where = _difference(previous, entry.structure) if previous is not None else None
             reason = ("its signature changes on every call" +
                       (f" ({where})" if where else "") +
-                      ": a value kept in Python changes each time (a step count, a counter)")
+                      ": a number kept in Python changes each time (a step count, a counter); "
+                      "keep it in a tensor instead (an optimizer: capturable=True)")
             self._uncapturable = reason
             self._fail(CaptureError(reason))
         self._last_structure = entry.structure
@@ -321,22 +325,29 @@ def _held(fn: Callable) -> tuple:
     return tuple(held)
 
 
-def _difference(a: Any, b: Any, path: str = "") -> str | None:
+def _difference(a: Any, b: Any) -> str | None:
     """Where two signatures' structures first differ, as a path and the two values."""
-    if type(a) is not tuple or type(b) is not tuple or len(a) != len(b):
-        return None if a == b else f"{path or 'value'}: {_short(a)} then {_short(b)}"
-    for x, y in zip(a, b):
+    for name, x, y in zip(("argument", "keyword argument", "held state"), a[1:], b[1:]):
+        if x != y:
+            return _differs(x, y, name)
+    return None
+
+
+def _differs(a: Any, b: Any, path: str) -> str:
+    if not (type(a) is tuple and type(b) is tuple and len(a) == len(b) and a
+            and a[0] == b[0] and isinstance(a[0], type)):
+        return f"{path}: {_short(a)} then {_short(b)}"
+    if len(a) == 2 and type(a[1]) is not tuple:  # a constant
+        return f"{path}: {_short(a[1])} then {_short(b[1])}"
+    keyed = not issubclass(a[0], tuple | list)
+    for i, (x, y) in enumerate(zip(a[1:], b[1:])):
         if x == y:
             continue
-        step = path
-        if type(x) is tuple and len(x) == 2 and type(y) is tuple and len(y) == 2 and \
-                x[0] == y[0] and isinstance(x[0], str | int) and not isinstance(x[0], bool):
-            step, x, y = f"{path}.{x[0]}" if isinstance(x[0], str) else f"{path}[{x[0]}]", \
-                x[1], y[1]
-        found = _difference(x, y, step)
-        if found:
-            return found
-    return None
+        if keyed and type(x) is tuple and len(x) == 2 and type(y) is tuple and x[0] == y[0]:
+            step = f".{x[0]}" if isinstance(x[0], str) else f"[{x[0]!r}]"
+            return _differs(x[1], y[1], path + step)
+        return _differs(x, y, f"{path}[{i}]")
+    return path
 
 
 def _short(value: Any) -> str:

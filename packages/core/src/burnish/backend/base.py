@@ -86,7 +86,8 @@ class BackendBase(ABC):
         (the device-level value a record sees), ``spec(prim)`` (its layout, part of a record's
         key), ``rebuild(template, leaf)`` (a primitive like ``template`` around a replayed
         value), ``begin(leaves)``, ``finish(leaves)`` (returns what was recorded), ``abort()``,
-        ``compare(a, b)`` (where two recordings differ, or ``None``) and
+        ``compare(a, b)`` (why recording ``b`` cannot be replayed, or where it differs from
+        ``a``; ``None`` when neither) and
         ``record(recorded, inputs, outputs)`` (a record with ``replay(inputs)``, ``valid()``
         and ``release()``); see ``burnish.jit.capture.JitCapturer``."""
         return None

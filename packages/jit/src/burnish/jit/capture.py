@@ -164,6 +164,17 @@ class Recorder:
             self.host_read = where()
         return type(self.runtime).read(self.runtime, items)
 
+    def problem(self) -> str | None:
+        """Why what was recorded cannot be replayed, whatever another recording says."""
+        if self.host_read is not None:
+            return f"it reads tensor values on the host at {self.host_read}"
+        if self.consumed:
+            line = next(iter(self.consumed.values()))
+            return (f"it replaces a tensor it reads without holding it where capture can see "
+                    f"it (at {line}): pass that state in as an argument, or keep it in an "
+                    f"object the function holds")
+        return None
+
     # -- kernels --------------------------------------------------------------------------------
 
     def _kernel_writes(self, compiled: Any) -> tuple[bool, ...]:
@@ -303,13 +314,9 @@ class JitRecord:
         pool = runtime.pool
         commands = recorder.commands
         first = recorder.first
-        if recorder.host_read is not None:
-            raise CaptureError(f"it reads tensor values on the host at {recorder.host_read}")
-        if recorder.consumed:
-            line = next(iter(recorder.consumed.values()))
-            raise CaptureError(
-                f"it replaces a tensor it reads without receiving it as an argument (at "
-                f"{line}): pass that state in and return its new value, or update it in place")
+        problem = recorder.problem()
+        if problem is not None:
+            raise CaptureError(problem)
         free_ids = {id(h) for bucket in pool._free.values() for h in bucket}
 
         # Inputs: the buffers of the arguments and of the state the function holds.
@@ -504,7 +511,7 @@ class JitCapturer:
             self.recorder = None
 
     def compare(self, a: Recorder, b: Recorder) -> str | None:
-        return same_work(a, b)
+        return b.problem() or same_work(a, b)
 
     def record(self, recorder: Recorder, inputs: Sequence[JitTensor],
                outputs: Sequence[JitTensor]) -> JitRecord:

@@ -1,0 +1,291 @@
+"""``burnish.capture`` on the jit backends: replays give the eager results, state is carried and
+written back, what cannot be replayed runs eagerly (or raises), and tensors a caller keeps are
+never overwritten."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import burnish as bn
+import burnish.functional as F
+from burnish import CaptureError, Tensor
+
+INSTALL = {
+    "wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "
+            "mesa-vulkan-drivers) and pip install burnish-backend-wgpu",
+    "rocm": "an OpenCL driver (pip install 'burnish-backend-rocm[pocl]' for PoCL on the CPU)",
+    "cuda": "an NVIDIA GPU and pip install 'burnish-backend-cuda[cuda12]'",
+}
+
+
+def available(name: str):
+    try:
+        backend = bn.backend(name)
+        backend.default_device()
+    except Exception as error:  # not installed, no driver, no device
+        inner = name.split("+")[-1]
+        wanted = {w.strip() for w in os.environ.get("BURNISH_REQUIRE_BACKENDS", "").split(",")}
+        message = f"{inner} cannot run here ({type(error).__name__}: {error}); it needs " \
+                  f"{INSTALL[inner]}"
+        if inner in wanted or "all" in wanted:
+            pytest.fail(message + " [BURNISH_REQUIRE_BACKENDS requires it]", pytrace=False)
+        pytest.skip(message)
+    return backend
+
+
+@pytest.fixture(params=["wgpu", "rocm", "cuda"], scope="module")
+def gpu(request):
+    """The name of a jit backend that runs here."""
+    available(request.param)
+    return request.param
+
+
+def device_of(name: str):
+    return available(name).default_device()
+
+
+def data(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def test_a_replay_gives_the_eager_result_and_carries_its_outputs(gpu):
+    device = device_of(gpu)
+
+    def step(w, x):
+        y = F.relu(x @ w) * 2.0 + 1.0
+        return w - 0.01 * y.sum(), y.mean()
+
+    captured = bn.capture(step, strict=True)
+    rng = np.random.default_rng(0)
+    w0 = data(rng, 8, 8)
+    w_eager, w_captured = (Tensor.from_data(w0, device=device) for _ in range(2))
+    for _ in range(7):
+        x = Tensor.from_data(data(rng, 4, 8), device=device)
+        w_eager, loss_eager = step(w_eager, x)
+        w_captured, loss_captured = captured(w_captured, x)
+        np.testing.assert_array_equal(w_captured.to_numpy(), w_eager.to_numpy())
+        assert loss_captured.item() == loss_eager.item()
+    assert captured.stats() == [{"calls": 3, "replays": 4, "captured": True,
+                                 "eager_because": None}]
+
+
+def mlp(device, rng):
+    from burnish.nn import Linear, LinearConfig, Module
+
+    class Mlp(Module):
+        a: Linear
+        b: Linear
+
+        def forward(self, x):
+            return self.b(F.relu(self.a(x)))
+
+    bn.seed(0)
+    return Mlp(LinearConfig(16, 32).init(device), LinearConfig(32, 4).init(device))
+
+
+def trainer(optimizer):
+    from burnish.nn import CrossEntropyLoss
+
+    loss_fn = CrossEntropyLoss()
+
+    def step(model, x, y):
+        loss = loss_fn(model(x), y)
+        return optimizer.step(0.01, model, loss.backward()), loss.detach()
+
+    return step
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_training_step_replays_the_eager_training_bitwise(gpu, optimizer):
+    """The optimizer lives in the step's closure; its state (momentum, moments, the step
+    count) is found there, carried from replay to replay and written back."""
+    from burnish.optim import Adam, Sgd
+
+    device = device_of(f"autodiff+{gpu}")
+    rng = np.random.default_rng(1)
+
+    def make():
+        return Sgd(momentum=0.9) if optimizer == "sgd" else Adam(capturable=True)
+
+    eager_step, captured_step = trainer(make()), bn.capture(trainer(make()), strict=True)
+    eager, captured = mlp(device, rng), mlp(device, rng)
+    for _ in range(9):
+        x = Tensor.from_data(data(rng, 8, 16), device=device)
+        y = Tensor.from_data(rng.integers(0, 4, 8), device=device)
+        eager, loss_eager = eager_step(eager, x, y)
+        captured, loss_captured = captured_step(captured, x, y)
+        assert loss_captured.item() == loss_eager.item()
+    for p, q in zip(eager.params(), captured.params()):
+        np.testing.assert_array_equal(q.val().to_numpy(), p.val().to_numpy())
+        assert q.val().is_require_grad()
+    stats = captured_step.stats()
+    assert sum(s["replays"] for s in stats) >= 4, stats
+
+
+def test_capturable_adam_matches_adam(gpu):
+    """The device-side bias corrections (float32) agree with the host's."""
+    from burnish.optim import Adam
+
+    device = device_of(f"autodiff+{gpu}")
+    rng = np.random.default_rng(2)
+    host, on_device = trainer(Adam()), trainer(Adam(capturable=True))
+    a, b = mlp(device, rng), mlp(device, rng)
+    for _ in range(5):
+        x = Tensor.from_data(data(rng, 8, 16), device=device)
+        y = Tensor.from_data(rng.integers(0, 4, 8), device=device)
+        a, _ = host(a, x, y)
+        b, _ = on_device(b, x, y)
+    for p, q in zip(a.params(), b.params()):
+        np.testing.assert_allclose(q.val().to_numpy(), p.val().to_numpy(), rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_a_host_read_runs_eagerly_with_a_warning_naming_the_line(gpu):
+    device = device_of(gpu)
+
+    def step(x):
+        total = (x * 2.0).sum().item()  # a read on the host: not replayable
+        return x + total
+
+    captured = bn.capture(step)
+    x = Tensor.from_data(np.ones(4, np.float32), device=device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = [captured(x + float(i)).tolist() for i in range(5)]
+    messages = [str(w.message) for w in caught if "capture" in str(w.message)]
+    assert len(messages) == 1, messages
+    assert "reads tensor values on the host" in messages[0] and "test_capture.py" in messages[0]
+    assert results == [step(x + float(i)).tolist() for i in range(5)]
+    with pytest.raises(CaptureError, match="host"):
+        strict = bn.capture(step, strict=True)
+        for _ in range(3):
+            strict(x)
+
+
+def test_a_host_number_that_changes_between_calls_is_never_frozen(gpu):
+    device = device_of(gpu)
+    counter = itertools.count(1)  # Python state capture cannot see into
+
+    def step(x):
+        return x * float(next(counter))  # a scalar computed in Python, different on every call
+
+    captured = bn.capture(step)
+    x = Tensor.from_data(np.ones(3, np.float32), device=device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = [captured(x).tolist() for _ in range(8)]
+    assert results == [[float(i)] * 3 for i in range(1, 9)]
+    assert any("other values on each call" in str(w.message) and "test_capture.py" in
+               str(w.message) for w in caught), [str(w.message) for w in caught]
+
+
+def test_a_counter_kept_in_python_is_named_and_runs_eagerly(gpu):
+    device = device_of(gpu)
+
+    class State:
+        def __init__(self):
+            self.count = 0
+            self.total = Tensor.zeros([2], device=device)
+
+    state = State()
+
+    def step(x):
+        state.count += 1
+        state.total = state.total + x * state.count
+        return state.total
+
+    captured = bn.capture(step)
+    x = Tensor.from_data(np.ones(2, np.float32), device=device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(8):
+            out = captured(x)
+    assert out.tolist() == [36.0, 36.0]
+    assert any("held state[0].count: " in str(w.message) for w in caught), \
+        [str(w.message) for w in caught]
+
+
+def test_tensors_a_caller_keeps_are_not_overwritten(gpu):
+    device = device_of(gpu)
+
+    def step(w, x):
+        return w + x, (w * x).sum()
+
+    captured = bn.capture(step, strict=True)
+    w = Tensor.from_data(np.zeros(4, np.float32), device=device)
+    x = Tensor.from_data(np.ones(4, np.float32), device=device)
+    kept = []
+    for _ in range(8):
+        w, total = captured(w, x)
+        kept.append((w, total))
+    assert [k[0].tolist() for k in kept] == [[float(i)] * 4 for i in range(1, 9)]
+    assert [k[1].item() for k in kept] == [4.0 * i for i in range(8)]
+
+
+def test_state_replaced_outside_the_step_is_recorded_afresh(gpu):
+    device = device_of(gpu)
+    held = {"scale": Tensor.from_data(np.full(3, 2.0, np.float32), device=device)}
+
+    def step(x):
+        return x * held["scale"]
+
+    captured = bn.capture(step, strict=True)
+    x = Tensor.from_data(np.ones(3, np.float32), device=device)
+    for _ in range(4):
+        assert captured(x).tolist() == [2.0] * 3
+    held["scale"] = Tensor.from_data(np.full(3, 5.0, np.float32), device=device)
+    gc.collect()
+    for _ in range(4):
+        assert captured(x).tolist() == [5.0] * 3
+
+
+def test_each_signature_has_its_record_and_release_gives_memory_back(gpu):
+    device = device_of(gpu)
+    runtime = available(gpu).runtime(device)
+
+    def double(x):
+        return x * 2.0 + 1.0
+
+    captured = bn.capture(double, strict=True, max_records=2)
+    for shape in ([3], [5], [3], [5]):
+        for _ in range(4):
+            x = Tensor.from_data(np.ones(shape, np.float32), device=device)
+            assert captured(x).tolist() == [3.0] * shape[0]
+    assert [s["replays"] for s in captured.stats()] == [5, 5]
+    free = runtime.pool.stats()["free_bytes"]
+    captured.release()
+    assert captured.stats() == []
+    assert runtime.pool.stats()["free_bytes"] > free
+
+
+def test_a_result_it_cannot_rebuild_runs_eagerly(gpu):
+    device = device_of(gpu)
+
+    def step(x):
+        return x + 1.0, np.zeros(2)
+
+    captured = bn.capture(step)
+    x = Tensor.from_data(np.ones(2, np.float32), device=device)
+    with pytest.warns(RuntimeWarning, match="cannot rebuild"):
+        for _ in range(3):
+            out, _ = captured(x)
+    assert out.tolist() == [2.0, 2.0]
+
+
+def test_without_a_capturer_the_function_runs_eagerly_once_warned():
+    device = bn.backend("ndarray").default_device()
+    captured = bn.capture(lambda x: x + 1.0)
+    x = Tensor.from_data(np.ones(2, np.float32), device=device)
+    with pytest.warns(RuntimeWarning, match="'ndarray' cannot capture"):
+        assert captured(x).tolist() == [2.0, 2.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert captured(x).tolist() == [2.0, 2.0]
+    with pytest.raises(CaptureError, match="cannot capture"):
+        bn.capture(lambda x: x, strict=True)(x)
