@@ -12,6 +12,7 @@ import burnish
 from burnish import DType
 from burnish.backend import AutodiffOps
 from burnish.conformance import compare, gradcheck
+from burnish.conformance.capture_check import CaptureCheck
 from burnish.errors import BurnishError
 
 _HERE = Path(__file__).resolve().parent
@@ -27,6 +28,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--device", default=None, metavar="DEVICE",
                     help="the device of that backend to test, as the backend writes it "
                          "(e.g. cuda:1); default: the backend's default device")
+    # Not --capture: pytest's own option (output capturing) has that name.
+    group.addoption("--replay", action="store_true",
+                    help="run every op of the backend recorded and replayed (burnish.capture's "
+                         "recorder), the suite checking the replayed results; for backends with "
+                         "a capturer (wgpu, rocm, cuda, fusion+ of them)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,6 +66,9 @@ def _resolve(config: pytest.Config) -> tuple[Any, Any]:
             backend = burnish.backend(name)
             wanted = config.getoption("--device")
             device = backend.default_device() if wanted is None else _find_device(backend, wanted)
+            if config.getoption("--replay"):
+                backend = CaptureCheck(backend, device)
+                device = backend.wrap_device(device)
         except BurnishError as error:
             raise pytest.UsageError(f"burnish conformance: {error}") from None
         except Exception as error:  # a backend whose package is broken or half-installed
@@ -68,6 +77,15 @@ def _resolve(config: pytest.Config) -> tuple[Any, Any]:
         config.stash[_BACKEND] = backend
         config.stash[_DEVICE] = device
     return config.stash[_BACKEND], config.stash[_DEVICE]
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """With ``--replay``: how many op calls were replayed, and each op that ran eagerly."""
+    backend = config.stash.get(_BACKEND, None)
+    if isinstance(backend, CaptureCheck):
+        terminalreporter.write_sep("=", "burnish conformance --replay")
+        for line in backend.summary():
+            terminalreporter.write_line(line)
 
 
 def _find_device(backend: Any, wanted: str) -> Any:

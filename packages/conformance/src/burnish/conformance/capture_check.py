@@ -1,0 +1,280 @@
+"""``CaptureCheck``: the conformance suite's ``--replay``, every op recorded and replayed.
+
+``burnish.capture`` replays a function's recorded launches instead of running its Python. A
+replay is right only if the record holds every launch, copy, write and library call an op
+makes, with the buffers and values it needs; an op whose record misses something returns a
+stale or wrong value, with no error. ``CaptureCheck(inner)`` wraps the backend under test so
+that each op of the protocol a test calls is:
+
+1. run eagerly once (its errors reach the test, as without ``--replay``; caches warm, as the
+   eager calls before a capture warm them);
+2. run twice more while the backend's capturer (``inner.capturer(device)``) records it, the
+   two recordings compared, and a record made of the second;
+3. replayed on the same inputs; the record is released and the replay's outputs are what the
+   op returns, so the suite's own comparisons check the replay.
+
+Where an op cannot be captured (``CaptureError``: it reads values on the host, the two
+recordings differ as random draws do...), the eager result is returned and the op and the
+reason are tallied (``eager``), so that the session's summary shows every op the check did not
+cover. Ops that move data to or from the host (``from_data``, ``into_data``, ``read``,
+``to_device``) or only describe the backend are forwarded as they are.
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from burnish.backend import AutodiffOps, Backend
+from burnish.device import Device
+from burnish.dtype import DType
+from burnish.errors import CaptureError, UnsupportedError
+from burnish.tensor_data import TensorData
+
+#: Protocol methods ``CaptureCheck`` defines itself.
+_OWN = frozenset({"devices", "default_device", "_device_of", "dtypes", "describe_device",
+                  "unsupported_reason", "seed", "sync", "fuser", "capturer"})
+#: Protocol methods forwarded as they are: data to or from the host, which a capture never
+#: holds (a record's inputs and outputs stay on the device).
+_UNCAPTURED = frozenset({"from_data", "into_data", "read", "to_device"})
+
+
+class CaptureCheck(Backend):
+    """``CaptureCheck(inner)``: ``inner``'s ops, each recorded and replayed (see the module).
+
+    Its name, devices (wrapping ``inner``'s), dtypes and primitives are ``inner``'s, so that
+    the suite runs unchanged. Raises ``UnsupportedError`` for a backend that cannot be checked
+    so: one without a capturer (ndarray), or one with autodiff, whose graph is built by Python
+    on each op and is not what a record replays.
+    """
+
+    def __init__(self, inner: Backend, device: Device) -> None:
+        if isinstance(inner, AutodiffOps):
+            raise UnsupportedError(
+                f"--replay checks each op of a backend recorded and replayed, and backend "
+                f"{inner.name!r} has autodiff: its graph is built by Python on every op and is "
+                f"not replayed op by op; run --replay on {inner.inner_backend.name!r}")
+        if inner.capturer(device) is None:
+            raise UnsupportedError(
+                f"--replay needs a backend that records its launches (Backend.capturer), and "
+                f"backend {inner.name!r} has no capturer on {device}; the burnish.jit backends "
+                f"(wgpu, rocm, cuda) and fusion over them have one")
+        self._inner = inner
+        self.name = inner.name
+        self.values_on_host = inner.values_on_host
+        self._wrapped: dict[Device, Device] = {}
+        #: Op calls whose result came from a replay, per op.
+        self.replayed: Counter[str] = Counter()
+        #: Op calls that ran eagerly because they could not be captured, per op and reason.
+        self.eager: dict[str, Counter[str]] = {}
+        for name, device_at in _FORWARDED.items():
+            method = getattr(inner, name)
+            if name not in _UNCAPTURED:
+                method = self._capturing(name, method, device_at)
+            if device_at is not None:
+                method = _on_inner_device(method, device_at)
+            self.__dict__[name] = method
+
+    @property
+    def inner(self) -> Backend:
+        """The backend whose ops are recorded and replayed."""
+        return self._inner
+
+    def __repr__(self) -> str:
+        return f"CaptureCheck({self._inner!r})"
+
+    # -- devices and dtypes ---------------------------------------------------------------------
+
+    def wrap_device(self, device: Device) -> Device:
+        """The device of this backend that stands for ``device`` of the inner backend."""
+        found = self._wrapped.get(device)
+        if found is None:
+            found = self._wrapped.setdefault(
+                device, Device(self, device.type, device.index, native=device))
+        return found
+
+    def devices(self) -> list[Device]:
+        return [self.wrap_device(d) for d in self._inner.devices()]
+
+    def default_device(self) -> Device:
+        return self.wrap_device(self._inner.default_device())
+
+    def _device_of(self, x: Any) -> Device:
+        return self.wrap_device(self._inner._device_of(x))
+
+    def dtypes(self, device: Device) -> tuple[DType, ...]:
+        return self._inner.dtypes(device.native)
+
+    def describe_device(self, device: Device) -> str:
+        return self._inner.describe_device(device.native)
+
+    def unsupported_reason(self, dtype: DType, device: Device) -> str:
+        return self._inner.unsupported_reason(dtype, device.native)
+
+    def seed(self, seed: int) -> None:
+        self._inner.seed(seed)
+
+    def sync(self, device: Device) -> None:
+        self._inner.sync(device.native)
+
+    def fuser(self) -> None:
+        return None  # fusion goes beneath (--backend fusion+rocm --replay)
+
+    def capturer(self, device: Device) -> Any:
+        return self._inner.capturer(device.native)
+
+    # -- recording and replaying ----------------------------------------------------------------
+
+    def _capturing(self, name: str, method: Callable, device_at: int | None) -> Callable:
+        """``method`` (taking the inner backend's devices) run eagerly, then recorded twice and
+        replayed: the replay's result is returned."""
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            result = method(*args, **kwargs)
+            outputs = list(_primitives(result))
+            if not outputs:  # nothing computed on the device
+                return result
+            inputs = list(_primitives((args, kwargs)))
+            if inputs:
+                device = self._inner._device_of(inputs[0])
+            elif device_at is not None and len(args) > device_at:
+                device = args[device_at]
+            else:
+                device = kwargs["device"]
+            capturer = self._inner.capturer(device)
+            try:
+                replayed = _record_and_replay(capturer, method, args, kwargs, inputs)
+            except CaptureError as error:
+                reason = _LOCATION.sub("<line>", str(error))
+                self.eager.setdefault(name, Counter())[reason] += 1
+                return result
+            self.replayed[name] += 1
+            return _rebuild(result, iter(capturer.rebuild(template, leaf)
+                                         for template, leaf in zip(outputs, replayed)))
+
+        run.__name__ = name
+        return run
+
+    def summary(self) -> list[str]:
+        """Lines for the end of a session: how many op calls were replayed, and every op that
+        ran eagerly with the reasons."""
+        replayed = sum(self.replayed.values())
+        eager = sum(sum(reasons.values()) for reasons in self.eager.values())
+        lines = [f"{replayed} op calls replayed ({len(self.replayed)} ops); {eager} ran eagerly "
+                 f"because they cannot be captured ({len(self.eager)} ops)"]
+        for name in sorted(self.eager):
+            reasons = self.eager[name]
+            lines.append(f"  {name}: {sum(reasons.values())} eager, "
+                         f"{self.replayed[name]} replayed")
+            for reason, count in reasons.most_common():
+                lines.append(f"    {count} x {reason}")
+        return lines
+
+
+#: A ``file:line`` in a capture error, so that one reason is tallied once whatever test made it.
+_LOCATION = re.compile(r"\S+\.py:\d+")
+
+
+def _record_and_replay(capturer: Any, method: Callable, args: tuple, kwargs: dict,
+                       inputs: list[Any]) -> list[Any]:
+    """The outputs of ``method(*args, **kwargs)`` replayed from a record of it (raises
+    ``CaptureError`` where it cannot be recorded)."""
+    leaves = [capturer.leaf(x) for x in inputs]
+    recorders = []
+    for _ in range(2):
+        capturer.begin(leaves)
+        try:
+            made = [capturer.leaf(x) for x in _primitives(method(*args, **kwargs))]
+            recorders.append(capturer.finish(made))
+        except BaseException:
+            capturer.abort()
+            raise
+    difference = capturer.compare(*recorders)
+    if difference is not None:
+        raise CaptureError(difference)
+    record = capturer.record(recorders[1], leaves, made)
+    # The recorded outputs go: a replay would otherwise first move them out of its buffers.
+    del made, recorders
+    try:
+        return record.replay(leaves)
+    finally:
+        record.release()
+
+
+def _is_primitive(x: Any) -> bool:
+    """Whether ``x`` is a backend primitive (anything with a shape but host data)."""
+    return hasattr(x, "shape") and not isinstance(x, TensorData | np.ndarray | np.generic)
+
+
+def _primitives(value: Any) -> Iterator[Any]:
+    """The primitives in ``value``, in order: op arguments nest them in lists and tuples (cat
+    and stack take lists), results in tuples."""
+    if _is_primitive(value):
+        yield value
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _primitives(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _primitives(item)
+
+
+def _rebuild(value: Any, replacements: Iterator[Any]) -> Any:
+    """``value`` with each primitive replaced by the next of ``replacements``."""
+    if _is_primitive(value):
+        return next(replacements)
+    if isinstance(value, list | tuple):
+        return type(value)(_rebuild(item, replacements) for item in value)
+    return value
+
+
+def _device_param(name: str) -> int | None:
+    """Where protocol method ``name`` takes its ``device`` (``None``: it takes none)."""
+    params = list(inspect.signature(getattr(Backend, name)).parameters)[1:]
+    return params.index("device") if "device" in params else None
+
+
+def _on_inner_device(method: Callable, device_at: int) -> Callable:
+    """``method`` called with this backend's device among its arguments replaced by the inner
+    backend's."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > device_at:
+            args = (*args[:device_at], args[device_at].native, *args[device_at + 1:])
+        elif "device" in kwargs:
+            kwargs["device"] = kwargs["device"].native
+        return method(*args, **kwargs)
+
+    run.__name__ = getattr(method, "__name__", "op")
+    return run
+
+
+def _forward(name: str) -> Callable:
+    """The class's ``name`` (``abc`` needs a definition on the class): what ``__init__`` gave
+    the instance."""
+
+    def op(self: CaptureCheck, *args: Any, **kwargs: Any) -> Any:
+        return self.__dict__[name](*args, **kwargs)
+
+    op.__name__ = name
+    op.__qualname__ = f"CaptureCheck.{name}"
+    op.__doc__ = getattr(Backend, name).__doc__
+    return op
+
+
+#: The protocol methods ``CaptureCheck`` takes from its inner backend, with where each takes
+#: its device.
+_FORWARDED: dict[str, int | None] = {}
+for _name in dir(Backend):
+    if (_name.startswith("__") or _name in _OWN or _name in CaptureCheck.__dict__
+            or not inspect.isfunction(getattr(Backend, _name))):
+        continue
+    _FORWARDED[_name] = _device_param(_name)
+    setattr(CaptureCheck, _name, _forward(_name))
+abc.update_abstractmethods(CaptureCheck)
