@@ -91,6 +91,7 @@ class Captured:
         self._last_structure: Any = None
         #: Why the function runs eagerly whatever its arguments (``None``: it need not).
         self._uncapturable: str | None = None
+        self._globals = _global_names(fn)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -98,7 +99,7 @@ class Captured:
             return self.fn(*args, **kwargs)
         tensors: list[Tensor] = []
         places: list[tuple[Any, Any]] = []
-        roots = (args, kwargs, _held(self.fn))
+        roots = (args, kwargs, _held(self.fn, self._globals))
         try:
             structure = _flatten(roots, tensors, places)
             if not tensors:
@@ -309,9 +310,10 @@ _MISSING = object()
 CHURN = 6
 
 
-def _held(fn: Callable) -> tuple:
-    """What ``fn`` holds besides its arguments: the object of a bound method and the values of
-    a closure's cells (a model, an optimizer and its state)."""
+def _held(fn: Callable, names: tuple[str, ...]) -> tuple:
+    """What ``fn`` holds besides its arguments: the object of a bound method, the values of a
+    closure's cells, and the module globals named in ``names`` (a model, an optimizer and
+    its state, wherever the function finds them)."""
     held = []
     owner = getattr(fn, "__self__", None)
     if owner is not None and not isinstance(owner, types.ModuleType):
@@ -322,7 +324,25 @@ def _held(fn: Callable) -> tuple:
             held.append(cell.cell_contents)
         except ValueError:  # a cell not yet assigned
             pass
+    space = getattr(fn, "__globals__", {})
+    held.extend(space.get(name) for name in names)
     return tuple(held)
+
+
+def _global_names(fn: Callable) -> tuple[str, ...]:
+    """The module globals ``fn``'s code reads that hold data (not modules, classes or
+    functions), its nested functions' included."""
+    fn = getattr(fn, "__func__", fn)
+    code, space = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
+    if code is None or space is None:
+        return ()
+    names: list[str] = []
+    pending = [code]
+    while pending:
+        current = pending.pop()
+        names.extend(n for n in current.co_names if n in space and n not in names)
+        pending.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+    return tuple(n for n in names if not isinstance(space[n], (*_CODE, Captured)))
 
 
 def _difference(a: Any, b: Any) -> str | None:

@@ -52,6 +52,28 @@ def test_adam_step_shapes(device, shape):
         assert_close(got, want, dtype)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", FLOATS, ids=ids(FLOATS))
+def test_adam_step_with_factors_on_the_device(device, dtype, layout):
+    """``adam_step_device``: epsilon and the step size read from a float32 tensor [2]."""
+    from burnish import float32
+
+    values = operands((3, 4, 5), dtype)
+    value, grad, m, v = (laid_out(x, device, dtype, layout) for x in values)
+    held = np.array([SCALARS["epsilon"], SCALARS["step_size"]], np.float32)
+    factors = Tensor.from_data(held, device, float32)
+    new = F.adam_step(value, grad, m, v, beta_1=SCALARS["beta_1"], beta_2=SCALARS["beta_2"],
+                      factors=factors)
+    # The reference takes the factors as float32 holds them.
+    scalars = dict(SCALARS, epsilon=float(held[0]), step_size=float(held[1]))
+    for got, want in zip((new, m, v), adam_reference(*values, **scalars)):
+        assert_close(got, want, dtype)
+    assert_equal(value, values[0], dtype)
+    assert_equal(factors, held, float32)
+    with pytest.raises(ShapeError, match=r"factors must be a float32 tensor of shape \[2\]"):
+        F.adam_step(value, grad, m, v, beta_1=0.9, beta_2=0.999, factors=factors[:1])
+
+
 def test_adam_step_moments_rebind_and_shared_memory_keeps_its_values(device):
     dtype = FLOATS[1]
     values = operands((4, 6), dtype)
