@@ -10,8 +10,10 @@ that each op of the protocol a test calls is:
    eager calls before a capture warm them);
 2. run twice more while the backend's capturer (``inner.capturer(device)``) records it, the
    two recordings compared, and a record made of the second;
-3. replayed on the same inputs; the record is released and the replay's outputs are what the
-   op returns, so the suite's own comparisons check the replay.
+3. replayed on the same inputs, after the memory the record writes (its outputs and working
+   buffers, which still hold the recording's values) is filled with NaN bytes; the record is
+   released and the replay's outputs are what the op returns, so the suite's own comparisons
+   check the replay.
 
 Where an op cannot be captured (``CaptureError``: it reads values on the host, the two
 recordings differ as random draws do...), the eager result is returned and the op and the
@@ -202,9 +204,27 @@ def _record_and_replay(capturer: Any, method: Callable, args: tuple, kwargs: dic
     # The recorded outputs go: a replay would otherwise first move them out of its buffers.
     del made, recorders
     try:
+        _scribble(record)
         return record.replay(leaves)
     finally:
         record.release()
+
+
+def _scribble(record: Any) -> None:
+    """Fill the memory ``record`` writes (its outputs and working buffers) with 0xFF bytes (NaN
+    in every float dtype): the recording left the right values there, and a replay that
+    missed a launch or a copy would return them unseen."""
+    from burnish.jit.capture import JitRecord  # the only records there are, so far
+
+    if not isinstance(record, JitRecord):
+        raise TypeError(f"--replay cannot check records of type {type(record).__name__}: it "
+                        f"knows which memory only burnish.jit's records (JitRecord) write")
+    runtime = record.runtime
+    written = [(slot.handle, slot.holder.nbytes) for slot in record.outputs.values()]
+    written += [(buffer.handle, buffer.nbytes) for buffer in record.internal]
+    for handle, nbytes in written:
+        if nbytes:
+            runtime.write(handle, 0, np.full(nbytes, 0xFF, np.uint8))
 
 
 def _is_primitive(x: Any) -> bool:

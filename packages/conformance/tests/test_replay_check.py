@@ -1,0 +1,117 @@
+"""The suite's ``--replay``: each op's result comes from a replay of its record, a replay that
+does not compute is seen, ops that cannot be captured run eagerly and are counted, and backends
+that cannot be checked so are a usage error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import burnish
+from burnish import Tensor, float32
+from burnish.conformance.capture_check import CaptureCheck
+from burnish.errors import UnsupportedError
+
+
+def rocm():
+    """The rocm backend and its device, or a skip naming the driver it needs (a failure where
+    ``BURNISH_REQUIRE_BACKENDS`` names rocm, as in CI)."""
+    try:
+        backend = burnish.backend("rocm")
+        return backend, backend.default_device()
+    except Exception as error:
+        wanted = {w.strip() for w in os.environ.get("BURNISH_REQUIRE_BACKENDS", "").split(",")}
+        message = (f"rocm cannot run here ({type(error).__name__}: {error}); it needs an OpenCL "
+                   f"driver (pip install 'burnish-backend-rocm[pocl]' for PoCL on the CPU)")
+        if "rocm" in wanted or "all" in wanted:
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
+class ReplayingNothing:
+    """A capturer whose records replay no command: what a record missing its launches does."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def record(self, *args):
+        record = self.real.record(*args)
+        record.replayer = lambda copies: None
+        return record
+
+
+VALUES = np.linspace(-2.0, 2.0, 12, dtype=np.float32).reshape(3, 4)
+
+
+def test_ops_return_their_replay():
+    inner, device = rocm()
+    check = CaptureCheck(inner, device)
+    x = Tensor.from_numpy(VALUES, check.wrap_device(device))
+    out = (x.exp() + x).to_numpy()
+    np.testing.assert_allclose(out, np.exp(VALUES) + VALUES, rtol=1e-5)
+    assert check.replayed["exp"] == 1 and check.replayed["add"] == 1, check.replayed
+    assert check.eager == {}
+
+
+def test_a_replay_that_computes_nothing_is_seen(monkeypatch):
+    # The recording itself wrote the right values into the buffers the record keeps: a replay
+    # that launched nothing would return them, and the suite would pass a broken record.
+    inner, device = rocm()
+    real = inner.capturer
+    monkeypatch.setattr(inner, "capturer", lambda device: ReplayingNothing(real(device)))
+    check = CaptureCheck(inner, device)
+    x = Tensor.from_numpy(VALUES, check.wrap_device(device))
+    out = x.exp().to_numpy()
+    assert check.replayed["exp"] == 1
+    assert not np.isclose(out, np.exp(VALUES)).any(), out
+
+
+def test_an_op_that_cannot_be_captured_runs_eagerly_and_is_counted():
+    inner, device = rocm()
+    check = CaptureCheck(inner, device)
+    burnish.seed(3)
+    first = Tensor.random((64,), device=check.wrap_device(device), dtype=float32).to_numpy()
+    burnish.seed(3)
+    second = Tensor.random((64,), device=check.wrap_device(device), dtype=float32).to_numpy()
+    # Each draw's numbers differ, so its two recordings differ: the eager draw is returned,
+    # the first after the seed, as without --replay.
+    np.testing.assert_array_equal(first, second)
+    assert ((first >= 0) & (first < 1)).all()
+    assert check.replayed["random"] == 0
+    (reason,) = check.eager["random"]
+    assert check.eager["random"][reason] == 2
+    assert "other values on each call" in reason, reason
+    assert "<line>" in reason and ".py:" not in reason, reason
+    summary = check.summary()
+    assert summary[0].endswith("2 ran eagerly because they cannot be captured (1 ops)"), summary
+    assert "  random: 2 eager, 0 replayed" in summary, summary
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("ndarray", "backend 'ndarray' has no capturer"),
+    ("fusion+ndarray", r"backend 'fusion\+ndarray' has no capturer"),
+    ("autodiff+ndarray", "graph is built by Python on every op and is not replayed op by op"),
+])
+def test_backends_that_cannot_be_replayed_are_refused(name, why):
+    backend = burnish.backend(name)
+    with pytest.raises(UnsupportedError, match=why):
+        CaptureCheck(backend, backend.default_device())
+
+
+def test_the_option_on_ndarray_is_a_usage_error(tmp_path):
+    env = {**os.environ, "COLUMNS": "1000"}
+    env.pop("PYTEST_ADDOPTS", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "burnish.conformance.test_math",
+         "--backend", "ndarray", "--replay", "-p", "no:cacheprovider", "-q"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert "burnish conformance: --replay needs a backend that records its launches" in (
+        result.stderr), result.stderr
