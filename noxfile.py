@@ -47,11 +47,12 @@ def has_system_opencl_driver() -> bool:
 EXTRAS = {} if has_system_opencl_driver() else {"backend-rocm": "[pocl]"}
 
 #: What the conformance session runs without arguments: every first-party backend and its
-#: gradients. The GPU backends run on whatever drivers the machine has (CI: Mesa's lavapipe for
-#: wgpu, PoCL for rocm).
+#: gradients, and rocm with every op recorded and replayed (``--replay``). Each entry is a
+#: backend followed by options of the suite. The GPU backends run on whatever drivers the
+#: machine has (CI: Mesa's lavapipe for wgpu, PoCL for rocm).
 CONFORMANCE_BACKENDS = ("ndarray", "autodiff+ndarray", "wgpu", "autodiff+wgpu", "rocm",
                         "autodiff+rocm", "fusion+ndarray", "fusion+wgpu", "fusion+rocm",
-                        "autodiff+fusion+wgpu")
+                        "autodiff+fusion+wgpu", "rocm --replay")
 #: Backends that need a driver; ``BURNISH_REQUIRE_BACKENDS`` (comma-separated, or ``all``) makes
 #: one that cannot start fail the sessions instead of being skipped (CI sets it).
 DRIVER_BACKENDS = {"wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "
@@ -114,10 +115,12 @@ def conformance(session: nox.Session) -> None:
         if reason:
             session.warn(f"conformance: skipping {name} (needs {DRIVER_BACKENDS[name]}): {reason}")
             skipped.add(name)
-    for backend in CONFORMANCE_BACKENDS:
+    for entry in CONFORMANCE_BACKENDS:
+        backend, *options = entry.split()
         if backend.split("+")[-1] in skipped:
             continue
-        session.run("pytest", "-q", "--pyargs", "burnish.conformance", "--backend", backend)
+        session.run("pytest", "-q", "--pyargs", "burnish.conformance", "--backend", backend,
+                    *options)
 
 
 @nox.session
