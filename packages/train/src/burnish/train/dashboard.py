@@ -72,6 +72,10 @@ class Dashboard:
         self.values[split].update(values)
         self._refresh()
 
+    def note(self, line: str) -> None:
+        """A line said once, before the run, printed above the panel."""
+        self.console.print(line, highlight=False)
+
     def finish(self, summary: str) -> None:
         self.close()
         self.console.print(summary, highlight=False)

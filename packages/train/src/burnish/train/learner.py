@@ -54,13 +54,20 @@ class Learner:
     (so dropout is the same in a resumed run), runs ``train_step(model, batch)``, backpropagates
     ``output.loss``, and every ``grads_accumulation`` batches (and at the epoch's end) steps the
     optimizer with the schedule's rate. Validation runs ``valid_step(model.valid(), batch)``.
+
+    With ``capture`` (the default) and a backend that can capture (``burnish.capture``), the
+    training step (forward, backward and the optimizer's update together, when gradients are
+    not accumulated) and the validation step are captured and replayed; an optimizer with a
+    ``capturable`` flag (Adam, AdamW) gets it set, and a changing schedule's rate is passed to
+    the step as a tensor. The first log line says whether capture is on. A step that cannot be
+    captured runs eagerly, with the warning that says why.
     """
 
     def __init__(self, run_dir: Path, model: Any, optimizer: Any, scheduler: LrScheduler, *,
                  train_metrics: Sequence[Metric], valid_metrics: Sequence[Metric],
                  num_epochs: int, grads_accumulation: int, checkpointer: Checkpointer | None,
                  early_stopping: EarlyStopping | None, train_step: StepFn, valid_step: StepFn,
-                 seed: int, progress: Any):
+                 seed: int, progress: Any, capture: bool = True):
         self.run_dir = run_dir
         self.model = model
         self.optimizer = optimizer
@@ -75,6 +82,8 @@ class Learner:
         self.valid_step = valid_step
         self.seed = seed
         self.progress = progress
+        self.capture = capture
+        self._captured: tuple[Any, Any] | None = None  # the captured training and valid steps
         self.log = MetricLog(run_dir)
         self.position = Position()
         self._stop_requested = False
@@ -112,6 +121,7 @@ class Learner:
             self._start_fresh()
         start = self.position
         epoch = start.epoch + 1 if start.epoch_done else start.epoch
+        self.progress.note(self._prepare_capture())
         self.progress.start(self.num_epochs)
         self._clock = _RunClock(self, train_loader, valid_loader)
         with self._sigint_handler():
@@ -130,6 +140,38 @@ class Learner:
                 self.progress.close()
         self.progress.finish(self.summary())
         return self.model
+
+    def _prepare_capture(self) -> str:
+        """Capture the steps where the backend can; what to tell the user about it."""
+        self._captured = None
+        if not self.capture:
+            return "capture: off (LearnerBuilder.capture(False))"
+        params = self.model.params() if hasattr(self.model, "params") else []
+        if not params:
+            return "capture: off (the model has no parameters to find its device by)"
+        device = params[0].device
+        if device.backend.capturer(device) is None:
+            return (f"capture: off (backend {device.backend.name!r} cannot capture; the steps "
+                    f"run eagerly)")
+        if self.grads_accumulation > 1:
+            return "capture: off (gradients are accumulated over several batches)"
+        if hasattr(self.optimizer, "capturable"):
+            self.optimizer.capturable = True
+        self._device = device
+        self._constant_rate = isinstance(self.scheduler, ConstantLr)
+        self._captured = (bn.capture(_training(self.train_step, self.optimizer)),
+                          bn.capture(self.valid_step))
+        return (f"capture: on ({device.backend.name}): the training and validation steps are "
+                f"recorded once and replayed")
+
+    def _rate(self, lr: float) -> Any:
+        """The learning rate as the captured step takes it: a number when it never changes,
+        else a tensor (a changing number would make every step a new signature)."""
+        if self._constant_rate:
+            return lr
+        native = self._device.native  # the optimizer steps the inner (autodiff's) tensors
+        return bn.Tensor.full([], float(lr), device=native if isinstance(native, bn.Device)
+                              else self._device)
 
     def _start_fresh(self) -> None:
         self.log.close()
@@ -156,20 +198,25 @@ class Learner:
             if iteration <= skip:  # other iterables: read the batches done and leave them
                 continue
             bn.seed(self.seed * 1_000_003 + self.position.step * 1_009 + pending)
-            output = self.train_step(self.model, batch)
-            grads = output.loss.backward()
-            pending += 1
             last = total is not None and iteration == total
             lr = self.scheduler.lr(self.scheduler.iteration)
-            if pending == self.grads_accumulation or last:
-                if self.grads_accumulation > 1:
-                    accumulator.accumulate(self.model, grads)
-                    grads = accumulator.grads()
-                self.model = self.optimizer.step(self.scheduler.step(), self.model, grads)
+            if self._captured is not None:  # forward, backward and update as one captured step
+                self.model, output = self._captured[0](self.model, batch,
+                                                       self._rate(self.scheduler.step()))
                 self.position.step += 1
-                pending = 0
             else:
-                accumulator.accumulate(self.model, grads)
+                output = self.train_step(self.model, batch)
+                grads = output.loss.backward()
+                pending += 1
+                if pending == self.grads_accumulation or last:
+                    if self.grads_accumulation > 1:
+                        accumulator.accumulate(self.model, grads)
+                        grads = accumulator.grads()
+                    self.model = self.optimizer.step(self.scheduler.step(), self.model, grads)
+                    self.position.step += 1
+                    pending = 0
+                else:
+                    accumulator.accumulate(self.model, grads)
             self.position.epoch, self.position.iteration = epoch, iteration
             self.position.epoch_done = False
             info = StepInfo(epoch, iteration, lr)
@@ -190,8 +237,9 @@ class Learner:
             metric.clear()
         model = self.model.valid() if hasattr(self.model, "valid") else self.model
         total = _length(loader)
+        valid_step = self.valid_step if self._captured is None else self._captured[1]
         for iteration, batch in enumerate(loader, 1):
-            output = self.valid_step(model, batch)
+            output = valid_step(model, batch)
             values = self._update("valid", self.valid_metrics, output, batch,
                                   StepInfo(epoch, iteration, None))
             self._clock.tick()
@@ -301,6 +349,18 @@ class _RunClock:
         return (time.monotonic() - self.started) / self.done * self.left
 
 
+def _training(train_step: StepFn, optimizer: Any) -> Any:
+    """One whole training step, as ``burnish.capture`` records it: forward, backward and the
+    optimizer's update; returns the new model and the step's output."""
+
+    def train(model: Any, batch: Any, lr: Any) -> tuple[Any, Any]:
+        output = train_step(model, batch)
+        grads = output.loss.backward()
+        return optimizer.step(lr, model, grads), output
+
+    return train
+
+
 def _set_epoch(loader: Any, epoch: int) -> None:
     if hasattr(loader, "set_epoch"):
         loader.set_epoch(epoch)
@@ -331,6 +391,7 @@ class LearnerBuilder:
         self._valid_step: StepFn = classification_step
         self._seed = 0
         self._output = "auto"
+        self._capture = True
 
     def metrics(self, *metrics: Metric) -> LearnerBuilder:
         """Track ``metrics`` on both splits (each split gets its own copy)."""
@@ -387,6 +448,12 @@ class LearnerBuilder:
         self._seed = seed
         return self
 
+    def capture(self, enabled: bool = True) -> LearnerBuilder:
+        """Capture the training and validation steps where the backend can (the default; see
+        ``burnish.capture``); ``capture(False)`` runs every step eagerly."""
+        self._capture = bool(enabled)
+        return self
+
     def output(self, kind: str) -> LearnerBuilder:
         """``"auto"`` (a dashboard on a terminal when rich is installed, else plain lines),
         ``"plain"``, ``"dashboard"`` or ``"none"``."""
@@ -414,7 +481,8 @@ class LearnerBuilder:
                        num_epochs=self._num_epochs, grads_accumulation=self._grads_accumulation,
                        checkpointer=checkpointer, early_stopping=self._early_stopping,
                        train_step=self._train_step, valid_step=self._valid_step,
-                       seed=self._seed, progress=make_progress(self._output))
+                       seed=self._seed, progress=make_progress(self._output),
+                       capture=self._capture)
 
 
 def _qualified(metric: str) -> str:

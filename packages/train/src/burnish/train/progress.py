@@ -52,6 +52,10 @@ class PlainProgress:
     def epoch_end(self, split: str, epoch: int, values: dict[str, float]) -> None:
         self._write(f"[{split}] epoch {epoch}/{self.num_epochs} done  {format_metrics(values)}")
 
+    def note(self, line: str) -> None:
+        """A line said once, before the run (what the Learner chose, such as capture)."""
+        self._write(line)
+
     def finish(self, summary: str) -> None:
         self._write(summary)
 
