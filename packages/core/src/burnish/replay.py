@@ -34,6 +34,8 @@ from __future__ import annotations
 import copy
 import enum
 import functools
+import os
+import sys
 import threading
 import types
 import warnings
@@ -73,6 +75,47 @@ def capture(fn: Callable | None = None, *, strict: bool = False,
     if fn is None:
         return functools.partial(capture, strict=strict, max_records=max_records)
     return Captured(fn, strict=strict, max_records=max_records)
+
+
+#: The captured function whose call is being recorded in this thread, if any.
+_recording = threading.local()
+
+
+def guard(check: Callable[..., None], *tensors: Tensor, key: Any = ()) -> None:
+    """Check values on the host: ``check(*arrays)`` gets the tensors' values as NumPy arrays
+    and raises on bad ones (a class target out of range, an int divisor of zero). Where a
+    captured function is being recorded on a backend that keeps values on the host, the check
+    is recorded as well and runs on every replay, so that replays check what eager calls check
+    (``key``: what makes two checks the same, besides ``check``'s code). Elsewhere reading the
+    values is a host read, and a function that checks values runs eagerly."""
+    captured = getattr(_recording, "captured", None)
+    if captured is not None:
+        capturers = [captured._capturers.get(t._device) for t in tensors]
+        base = capturers[0].core if capturers and capturers[0] is not None else None
+        if base is not None and hasattr(base, "guard") and all(
+                c is not None and c.core is base for c in capturers):
+            base.guard(check, [c.leaf(t._prim) for c, t in zip(capturers, tensors)],
+                       (getattr(check, "__qualname__", type(check).__qualname__), key))
+            return
+    check(*[t.to_numpy() for t in tensors])
+
+
+def caller_line() -> str:
+    """``file:line`` of the innermost frame outside burnish's packages: the user's line that
+    made the work being recorded (for the messages of backends' capturers)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_internal()):
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+@functools.cache
+def _internal() -> tuple[str, ...]:
+    import burnish
+
+    return tuple(os.path.join(p, "") for p in burnish.__path__)
 
 
 class Captured:
@@ -159,6 +202,7 @@ class Captured:
     def _record(self, entry: _Entry, base: Any, leaves: list[Any], tensors: list[Tensor],
                 roots: tuple, args: tuple, kwargs: dict) -> Any:
         base.begin(leaves)
+        _recording.captured = self
         try:
             result = self.fn(*args, **kwargs)
             returned: list[Tensor] = []
@@ -177,6 +221,8 @@ class Captured:
         except BaseException:
             base.abort()
             raise
+        finally:
+            _recording.captured = None
         try:
             if template is None:
                 raise CaptureError("it returns an object that capture cannot rebuild (only "
@@ -573,4 +619,4 @@ def _rebuild(template: Any, outputs: Any) -> Any:
     return out
 
 
-__all__ = ["Captured", "capture"]
+__all__ = ["Captured", "capture", "caller_line", "guard"]

@@ -26,3 +26,12 @@ class NdArrayBackend(
 
     name = "ndarray"
     values_on_host = True
+
+    def capturer(self, device):
+        """Capture and replay of the protocol calls (``burnish.ndarray.capture``)."""
+        found = self.__dict__.get("_capturer")
+        if found is None:
+            from burnish.ndarray.capture import NdArrayCapturer
+
+            found = self.__dict__["_capturer"] = NdArrayCapturer(self)
+        return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -487,15 +488,21 @@ def _check_divisor(dividend: Operand, divisor: Operand, name: str, symbol: str) 
         return
     if divisor._dtype.kind is _FLOAT or not _core.checks_values(divisor._device):
         return
-    values = divisor.to_numpy()
+    from burnish.replay import guard
+
+    message = (f"{name}: integer division by zero: {_describe(dividend)} {symbol} "
+               f"{_describe(divisor)}, whose value{{at}} is 0; cast to float first for inf/NaN "
+               "results")
+    guard(functools.partial(_no_zero, message=message), divisor, key=message)
+
+
+def _no_zero(values: np.ndarray, message: str) -> None:
+    """Raise DivisionByZeroError (``message``, with the first zero's index) where ``values``
+    holds a zero."""
     if values.all():
         return
     where = [int(i) for i in np.argwhere(values == 0)[0]]
-    at = f" at index {where}" if where else ""
-    raise DivisionByZeroError(
-        f"{name}: integer division by zero: {_describe(dividend)} {symbol} "
-        f"{_describe(divisor)}, whose value{at} is 0; cast to float first for inf/NaN results"
-    )
+    raise DivisionByZeroError(message.format(at=f" at index {where}" if where else ""))
 
 
 def _describe(operand: Operand) -> str:

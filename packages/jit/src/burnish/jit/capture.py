@@ -27,8 +27,6 @@ step costs one device copy per carried tensor and no host work per op.
 from __future__ import annotations
 
 import gc
-import os
-import sys
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,31 +37,12 @@ from burnish.errors import CaptureError
 from burnish.jit import lazy
 from burnish.jit.runtime import BufferPool, DeviceBuffer, Runtime
 from burnish.jit.tensor import JitTensor
+from burnish.replay import caller_line as where
 
 _new = object.__new__
 
 #: The methods of a runtime that a recorder wraps while it records.
 _WRAPPED = ("dispatch", "write", "copy", "read", "call")
-
-
-def _package_dirs() -> tuple[str, ...]:
-    import burnish
-
-    return tuple(os.path.join(p, "") for p in burnish.__path__)
-
-
-_INTERNAL = _package_dirs()
-
-
-def where() -> str:
-    """``file:line`` of the innermost frame outside burnish's packages: the user's line that
-    made the current command."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
-        frame = frame.f_back
-    if frame is None:
-        return "?"
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 class Recorder:

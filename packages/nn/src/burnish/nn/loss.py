@@ -14,6 +14,7 @@ from burnish import functional as F
 from burnish.errors import ShapeError
 from burnish.nn.activation import softplus
 from burnish.nn.module import Module
+from burnish.replay import guard
 from burnish.shape import show
 from burnish.tensor.core import checks_values
 
@@ -68,7 +69,10 @@ class CrossEntropyLoss(Module):
                              f"[batch], got {show(scores.shape)} and {show(targets.shape)}")
         batch, classes = scores.shape
         if checks_values(targets.device):
-            _check_targets(targets, classes, self.pad_tokens, scores.shape)
+            pads = tuple(self.pad_tokens or ())
+            guard(functools.partial(_check_targets, classes=classes, pads=pads,
+                                    scores_shape=tuple(scores.shape)),
+                  targets, key=(classes, pads, tuple(scores.shape)))
         log_probs = F.log_softmax(scores, 1) if self.logits else scores.log()
         one_hot = (targets.unsqueeze(1) == _class_ids(classes, scores.device))
         one_hot = one_hot.cast(scores.dtype)
@@ -95,9 +99,8 @@ class CrossEntropyLoss(Module):
         return (nll * keep).sum() / per_target.sum()
 
 
-def _check_targets(targets: Tensor, classes: int, pads: Sequence[int] | None,
+def _check_targets(values: np.ndarray, classes: int, pads: Sequence[int] | None,
                    scores_shape) -> None:
-    values = targets.to_numpy()
     bad = (values < 0) | (values >= classes)
     if pads:
         bad &= ~np.isin(values, np.asarray(list(pads)))
