@@ -37,10 +37,41 @@ def cuda_runtime(name: str):
     return inner.runtime(inner.default_device())
 
 
-def measure(name: str, steps: int, queued: int, spin) -> tuple[float, float, float]:
-    """(enqueue, total, GPU busy) in µs per step for the MLP step on backend ``name``."""
+def spin_kernel():
+    """A CUDA kernel (CuPy) that keeps one thread busy for ``cycles`` clock cycles: work
+    queued behind it waits until it ends, so that the GPU finds all of it queued."""
     import cupy as cp
 
+    return cp.RawKernel(r"""
+extern "C" __global__ void spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+}""", "spin")
+
+
+def gpu_busy(runtime, issue, finish, queued: int, spin, cycles: int = SPIN_CYCLES) -> float:
+    """The GPU's busy time, in µs per call, of ``issue()`` (work enqueued on ``runtime``'s
+    stream; ``finish()`` flushes and waits): ``queued`` calls are issued behind a kernel that
+    spins for ``cycles`` (long enough for the host to issue them all), and CUDA events on the
+    stream time them from its end to the last one's end, so the host's time to issue them is
+    hidden."""
+    import cupy as cp
+
+    with runtime.cuda_device, runtime.stream:
+        spin((1,), (1,), (np.int64(cycles),))
+        begin = cp.cuda.Event()
+        begin.record(runtime.stream)
+        for _ in range(queued):
+            issue()
+        finish()  # computes what fusion holds back, then waits
+        end = cp.cuda.Event()
+        end.record(runtime.stream)
+        end.synchronize()
+        return cp.cuda.get_elapsed_time(begin, end) * 1e3 / queued
+
+
+def measure(name: str, steps: int, queued: int, spin) -> tuple[float, float, float]:
+    """(enqueue, total, GPU busy) in µs per step for the MLP step on backend ``name``."""
     step, device = mlp_trainer(name, *mlp_data(FULL["mlp_batch"]))
     backend, runtime = device.backend, cuda_runtime(name)
     for _ in range(5):  # compile, tune, plan
@@ -52,17 +83,7 @@ def measure(name: str, steps: int, queued: int, spin) -> tuple[float, float, flo
     issued = time.perf_counter()
     backend.sync(device)
     done = time.perf_counter()
-    with runtime.cuda_device, runtime.stream:
-        spin((1,), (1,), (np.int64(SPIN_CYCLES),))
-        begin = cp.cuda.Event()
-        begin.record(runtime.stream)
-        for _ in range(queued):
-            step()
-        backend.sync(device)  # computes what fusion holds back, then waits
-        end = cp.cuda.Event()
-        end.record(runtime.stream)
-        end.synchronize()
-        busy = cp.cuda.get_elapsed_time(begin, end) * 1e3 / queued
+    busy = gpu_busy(runtime, step, lambda: backend.sync(device), queued, spin)
     return (issued - start) / steps * 1e6, (done - start) / steps * 1e6, busy
 
 
@@ -83,11 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"host_bound.py needs CuPy and an NVIDIA GPU ({type(error).__name__}: {error}); "
               "pip install 'burnish-backend-cuda[cuda12]' on a machine with one")
         return 2
-    spin = cp.RawKernel(r"""
-extern "C" __global__ void spin(long long cycles) {
-    long long start = clock64();
-    while (clock64() - start < cycles) {}
-}""", "spin")
+    spin = spin_kernel()
     print("| backend | enqueue (µs/step) | total (µs/step) | GPU busy (µs/step) |")
     print("|---------|-------------------|-----------------|--------------------|")
     for _ in range(args.repeat):
