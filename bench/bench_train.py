@@ -351,14 +351,17 @@ def warm_up(env: Env, mode: str, make: Callable[[], Run]) -> Run:
     and keeping what ``burnish.capture`` warned of."""
     torch_side = mode in (TORCH, COMPILED)
     watch = Watch(env, torch_side)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        run = make()
-        losses = [run.finish(run.issue())]
-        for _ in range(WARMUP - 1):
-            loss = run.issue()
-        losses.append(run.finish(loss))
-    run.figures.update(watch.stop())
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = make()
+            losses = [run.finish(run.issue())]
+            for _ in range(WARMUP - 1):
+                loss = run.issue()
+            losses.append(run.finish(loss))
+    finally:
+        memory = watch.stop()
+    run.figures.update(memory)
     run.figures["first_loss"] = losses[0]
     keep_warnings(run, caught)
     return run
