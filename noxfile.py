@@ -47,12 +47,12 @@ def has_system_opencl_driver() -> bool:
 EXTRAS = {} if has_system_opencl_driver() else {"backend-rocm": "[pocl]"}
 
 #: What the conformance session runs without arguments: every first-party backend and its
-#: gradients, and rocm with every op recorded and replayed (``--replay``). Each entry is a
-#: backend followed by options of the suite. The GPU backends run on whatever drivers the
+#: gradients, and ndarray and rocm with every op recorded and replayed (``--replay``). Each
+#: entry is a backend followed by options of the suite. The GPU backends run on whatever drivers the
 #: machine has (CI: Mesa's lavapipe for wgpu, PoCL for rocm).
 CONFORMANCE_BACKENDS = ("ndarray", "autodiff+ndarray", "wgpu", "autodiff+wgpu", "rocm",
                         "autodiff+rocm", "fusion+ndarray", "fusion+wgpu", "fusion+rocm",
-                        "autodiff+fusion+wgpu", "rocm --replay")
+                        "autodiff+fusion+wgpu", "ndarray --replay", "rocm --replay")
 #: Backends that need a driver; ``BURNISH_REQUIRE_BACKENDS`` (comma-separated, or ``all``) makes
 #: one that cannot start fail the sessions instead of being skipped (CI sets it).
 DRIVER_BACKENDS = {"wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "

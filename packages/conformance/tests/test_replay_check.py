@@ -1,6 +1,6 @@
 """The suite's ``--replay``: each op's result comes from a replay of its record, a replay that
 does not compute is seen, ops that cannot be captured run eagerly and are counted, and backends
-that cannot be checked so are a usage error."""
+that cannot be checked so are refused (a usage error of the suite)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,16 @@ import pytest
 import burnish
 from burnish import Tensor, float32
 from burnish.conformance.capture_check import CaptureCheck
+from burnish.conformance.foreign import ForeignBackend
 from burnish.errors import UnsupportedError
 
 
-def rocm():
-    """The rocm backend and its device, or a skip naming the driver it needs (a failure where
-    ``BURNISH_REQUIRE_BACKENDS`` names rocm, as in CI)."""
+def started(name: str):
+    """Backend ``name`` and its device; for rocm, where it cannot start, a skip naming the
+    driver it needs (a failure where ``BURNISH_REQUIRE_BACKENDS`` names rocm, as in CI)."""
+    if name != "rocm":
+        backend = burnish.backend(name)
+        return backend, backend.default_device()
     try:
         backend = burnish.backend("rocm")
         return backend, backend.default_device()
@@ -50,20 +54,24 @@ class ReplayingNothing:
 VALUES = np.linspace(-2.0, 2.0, 12, dtype=np.float32).reshape(3, 4)
 
 
-def test_ops_return_their_replay():
-    inner, device = rocm()
+@pytest.mark.parametrize("name", ["ndarray", "rocm", "fusion+rocm"])
+def test_ops_return_their_replay(name):
+    inner, device = started(name)
     check = CaptureCheck(inner, device)
     x = Tensor.from_numpy(VALUES, check.wrap_device(device))
     out = (x.exp() + x).to_numpy()
     np.testing.assert_allclose(out, np.exp(VALUES) + VALUES, rtol=1e-5)
     assert check.replayed["exp"] == 1 and check.replayed["add"] == 1, check.replayed
     assert check.eager == {}
+    uncalled = check.summary()[-1]
+    assert uncalled.startswith("ops no test called: abs, adam_step, "), uncalled
+    assert " exp," not in uncalled and " add," not in uncalled and "read" not in uncalled
 
 
 def test_a_replay_that_computes_nothing_is_seen(monkeypatch):
     # The recording itself wrote the right values into the buffers the record keeps: a replay
     # that launched nothing would return them, and the suite would pass a broken record.
-    inner, device = rocm()
+    inner, device = started("rocm")
     real = inner.capturer
     monkeypatch.setattr(inner, "capturer", lambda device: ReplayingNothing(real(device)))
     check = CaptureCheck(inner, device)
@@ -74,7 +82,7 @@ def test_a_replay_that_computes_nothing_is_seen(monkeypatch):
 
 
 def test_an_op_that_cannot_be_captured_runs_eagerly_and_is_counted():
-    inner, device = rocm()
+    inner, device = started("rocm")
     check = CaptureCheck(inner, device)
     burnish.seed(3)
     first = Tensor.random((64,), device=check.wrap_device(device), dtype=float32).to_numpy()
@@ -94,24 +102,23 @@ def test_an_op_that_cannot_be_captured_runs_eagerly_and_is_counted():
     assert "  random: 2 eager, 0 replayed" in summary, summary
 
 
-@pytest.mark.parametrize(("name", "why"), [
-    ("ndarray", "backend 'ndarray' has no capturer"),
-    ("fusion+ndarray", r"backend 'fusion\+ndarray' has no capturer"),
-    ("autodiff+ndarray", "graph is built by Python on every op and is not replayed op by op"),
-])
-def test_backends_that_cannot_be_replayed_are_refused(name, why):
-    backend = burnish.backend(name)
+@pytest.mark.parametrize(("backend", "why"), [
+    (ForeignBackend(), "backend 'foreign' has no capturer on host:0"),
+    (burnish.backend("autodiff+ndarray"),
+     "autodiff: its graph is built by Python on every op and is not replayed op by op"),
+], ids=["foreign", "autodiff+ndarray"])
+def test_backends_that_cannot_be_replayed_are_refused(backend, why):
     with pytest.raises(UnsupportedError, match=why):
         CaptureCheck(backend, backend.default_device())
 
 
-def test_the_option_on_ndarray_is_a_usage_error(tmp_path):
+def test_the_option_on_autodiff_is_a_usage_error(tmp_path):
     env = {**os.environ, "COLUMNS": "1000"}
     env.pop("PYTEST_ADDOPTS", None)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--pyargs", "burnish.conformance.test_math",
-         "--backend", "ndarray", "--replay", "-p", "no:cacheprovider", "-q"],
+         "--backend", "autodiff+ndarray", "--replay", "-p", "no:cacheprovider", "-q"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
-    assert "burnish conformance: --replay needs a backend that records its launches" in (
-        result.stderr), result.stderr
+    assert "burnish conformance: --replay checks each op of a backend recorded and replayed, " \
+        "and backend 'autodiff+ndarray' has autodiff" in result.stderr, result.stderr

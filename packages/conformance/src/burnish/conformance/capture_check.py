@@ -52,7 +52,7 @@ class CaptureCheck(Backend):
 
     Its name, devices (wrapping ``inner``'s), dtypes and primitives are ``inner``'s, so that
     the suite runs unchanged. Raises ``UnsupportedError`` for a backend that cannot be checked
-    so: one without a capturer (ndarray), or one with autodiff, whose graph is built by Python
+    so: one without a capturer, or one with autodiff, whose graph is built by Python
     on each op and is not what a record replays.
     """
 
@@ -64,9 +64,9 @@ class CaptureCheck(Backend):
                 f"not replayed op by op; run --replay on {inner.inner_backend.name!r}")
         if inner.capturer(device) is None:
             raise UnsupportedError(
-                f"--replay needs a backend that records its launches (Backend.capturer), and "
-                f"backend {inner.name!r} has no capturer on {device}; the burnish.jit backends "
-                f"(wgpu, rocm, cuda) and fusion over them have one")
+                f"--replay needs a backend that records its work (Backend.capturer), and "
+                f"backend {inner.name!r} has no capturer on {device}; ndarray, the burnish.jit "
+                f"backends (wgpu, rocm, cuda) and fusion over them have one")
         self._inner = inner
         self.name = inner.name
         self.values_on_host = inner.values_on_host
@@ -78,7 +78,7 @@ class CaptureCheck(Backend):
         for name, device_at in _FORWARDED.items():
             method = getattr(inner, name)
             if name not in _UNCAPTURED:
-                method = self._capturing(name, method, device_at)
+                method = self._capturing(name, device_at)
             if device_at is not None:
                 method = _on_inner_device(method, device_at)
             self.__dict__[name] = method
@@ -133,9 +133,14 @@ class CaptureCheck(Backend):
 
     # -- recording and replaying ----------------------------------------------------------------
 
-    def _capturing(self, name: str, method: Callable, device_at: int | None) -> Callable:
-        """``method`` (taking the inner backend's devices) run eagerly, then recorded twice and
-        replayed: the replay's result is returned."""
+    def _capturing(self, name: str, device_at: int | None) -> Callable:
+        """The inner backend's op ``name`` (taking its devices) run eagerly, then recorded twice
+        and replayed: the replay's result is returned. The op is looked up on each call: a
+        recorder may wrap it on the instance (ndarray's does)."""
+        inner = self._inner
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return getattr(inner, name)(*args, **kwargs)
 
         def run(*args: Any, **kwargs: Any) -> Any:
             result = method(*args, **kwargs)
@@ -164,12 +169,16 @@ class CaptureCheck(Backend):
         return run
 
     def summary(self) -> list[str]:
-        """Lines for the end of a session: how many op calls were replayed, and every op that
-        ran eagerly with the reasons."""
+        """Lines for the end of a session: how many op calls were replayed, every op that ran
+        eagerly with the reasons, and the ops that no test called."""
         replayed = sum(self.replayed.values())
         eager = sum(sum(reasons.values()) for reasons in self.eager.values())
         lines = [f"{replayed} op calls replayed ({len(self.replayed)} ops); {eager} ran eagerly "
                  f"because they cannot be captured ({len(self.eager)} ops)"]
+        uncalled = sorted(name for name in _FORWARDED if name not in _UNCAPTURED
+                          and name not in self.replayed and name not in self.eager)
+        if uncalled:
+            lines.append(f"ops no test called: {', '.join(uncalled)}")
         for name in sorted(self.eager):
             reasons = self.eager[name]
             lines.append(f"  {name}: {sum(reasons.values())} eager, "
@@ -213,12 +222,14 @@ def _record_and_replay(capturer: Any, method: Callable, args: tuple, kwargs: dic
 def _scribble(record: Any) -> None:
     """Fill the memory ``record`` writes (its outputs and working buffers) with 0xFF bytes (NaN
     in every float dtype): the recording left the right values there, and a replay that
-    missed a launch or a copy would return them unseen."""
-    from burnish.jit.capture import JitRecord  # the only records there are, so far
-
-    if not isinstance(record, JitRecord):
-        raise TypeError(f"--replay cannot check records of type {type(record).__name__}: it "
-                        f"knows which memory only burnish.jit's records (JitRecord) write")
+    missed a launch or a copy would return them unseen. ndarray's records call the ops again,
+    which make new arrays: nothing of the recording is left to return."""
+    kind = f"{type(record).__module__}.{type(record).__qualname__}"
+    if kind == "burnish.ndarray.capture.NdArrayRecord":
+        return
+    if kind != "burnish.jit.capture.JitRecord":
+        raise TypeError(f"--replay cannot check records of type {kind}: it knows which memory "
+                        f"the records of burnish.jit and burnish.ndarray write, not this one's")
     runtime = record.runtime
     written = [(slot.handle, slot.holder.nbytes) for slot in record.outputs.values()]
     written += [(buffer.handle, buffer.nbytes) for buffer in record.internal]
@@ -228,8 +239,9 @@ def _scribble(record: Any) -> None:
 
 
 def _is_primitive(x: Any) -> bool:
-    """Whether ``x`` is a backend primitive (anything with a shape but host data)."""
-    return hasattr(x, "shape") and not isinstance(x, TensorData | np.ndarray | np.generic)
+    """Whether ``x`` is a backend primitive: anything with a shape but ``TensorData`` (NumPy
+    arrays are ndarray's primitives; op arguments never hold host data otherwise)."""
+    return hasattr(x, "shape") and not isinstance(x, TensorData)
 
 
 def _primitives(value: Any) -> Iterator[Any]:
