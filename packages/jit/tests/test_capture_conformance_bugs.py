@@ -2,10 +2,45 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+import pytest
 
 import burnish as bn
 from burnish import Tensor
+
+
+def started(name: str):
+    """The default device of jit backend ``name``, or a skip naming the driver it needs (a
+    failure where ``BURNISH_REQUIRE_BACKENDS`` names it, as in CI)."""
+    try:
+        return bn.backend(name).default_device()
+    except Exception as error:
+        wanted = {w.strip() for w in os.environ.get("BURNISH_REQUIRE_BACKENDS", "").split(",")}
+        message = f"{name} cannot run here ({type(error).__name__}: {error}); it needs " + {
+            "wgpu": "a Vulkan driver (Linux without a GPU: apt install mesa-vulkan-drivers)",
+            "rocm": "an OpenCL driver (pip install 'burnish-backend-rocm[pocl]')"}[name]
+        if name in wanted or "all" in wanted:
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
+@pytest.mark.parametrize("name", ["rocm", "wgpu"])
+def test_a_returned_view_of_an_argument_views_the_new_argument(name):
+    # A result that views an argument (a reshape launches nothing) is planned as a copy of
+    # the buffer the recorded call's argument had; a replay with a new argument first moves
+    # that old tensor out of the record's input buffer, then copies the old values out: every
+    # replay returns the recorded call's values, silently.
+    device = started(name)
+    step = bn.capture(lambda x: (x.reshape([-1]), x * 2.0), strict=True)
+    for i in range(5):
+        x = Tensor.from_numpy(np.full((2, 3), float(i), np.float32), device)
+        flat, doubled = step(x)
+        np.testing.assert_array_equal(doubled.to_numpy(), np.full((2, 3), 2.0 * i))
+        np.testing.assert_array_equal(flat.to_numpy(), np.full(6, float(i)),
+                                      err_msg=f"call {i}, {step.stats()}")
+    assert step.stats()[0]["replays"] == 2
 
 
 def test_fusion_over_ndarray_is_captured():
