@@ -99,6 +99,9 @@ class AutodiffBase(BackendBase):
         (``autodiff+fusion+wgpu``), where the ops it forwards are fused."""
         return None
 
+    def check_indices(self, indices: P, limit: int, op: str) -> None:
+        self._inner.check_indices(indices.inner, limit, op)
+
     def capturer(self, device: Device) -> Any:
         """The inner backend's capturer, seeing through autodiff primitives (see
         ``AutodiffCapturer``)."""

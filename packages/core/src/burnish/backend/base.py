@@ -10,7 +10,8 @@ import numpy as np
 
 from burnish.device import Device
 from burnish.distribution import Distribution
-from burnish.dtype import DType
+from burnish.dtype import DType, int64
+from burnish.errors import ShapeError
 from burnish.tensor_data import TensorData
 
 #: A backend's tensor handle. Whatever the backend likes, with a ``.shape`` tuple of ints.
@@ -91,6 +92,18 @@ class BackendBase(ABC):
         ``record(recorded, inputs, outputs)`` (a record with ``replay(inputs)``, ``valid()``
         and ``release()``); see ``burnish.jit.capture.JitCapturer``."""
         return None
+
+    def check_indices(self, indices: Primitive, limit: int, op: str) -> None:
+        """Raise ShapeError naming ``op`` where an int index of ``indices`` lies outside
+        ``[0, limit)``. This default reads the indices (a synchronisation on asynchronous
+        backends); a GPU backend may check on the device instead and raise at the next read
+        (``burnish.jit`` does), which a captured function then replays too."""
+        values = self.into_data(indices, int64).to_numpy()
+        if values.size:
+            low, high = int(values.min()), int(values.max())
+            if low < 0 or high >= limit:
+                raise ShapeError(f"{op}: index {low if low < 0 else high} is out of bounds for "
+                                 f"a dim of size {limit}")
 
     # -- data in and out ----------------------------------------------------------------------
 

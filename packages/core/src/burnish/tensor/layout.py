@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -342,10 +343,13 @@ class LayoutMixin:
         _core.same_device(self, indices, op)
         indices = indices.cast(int64)
         if indices.numel():
-            low, high = int(indices.min().item()), int(indices.max().item())
-            if low < 0 or high >= limit:
-                bad = low if low < 0 else high
-                raise ShapeError(f"{op}: index {bad} is out of bounds for a dim of size {limit}")
+            if _core.checks_values(self._device):  # values on the host (or debug mode)
+                from burnish.replay import guard
+
+                guard(functools.partial(_in_bounds, limit=limit, op=op), indices,
+                      key=(op, limit))
+            else:  # on the device where the backend can: no synchronisation
+                self._device.backend.check_indices(indices._prim, limit, op)
         return indices
 
     def select(self, dim: int, indices: Tensor | Sequence[int]) -> Tensor:
@@ -512,3 +516,12 @@ def _sizes(args: tuple, op: str) -> tuple[int, ...]:
     except TypeError:
         raise TypeError(f"{op}: expected ints or one sequence of ints, got {list(args)!r}"
                         ) from None
+
+
+def _in_bounds(values, limit: int, op: str) -> None:
+    """Raise ShapeError naming ``op`` where ``values`` holds an index outside ``[0, limit)``."""
+    if values.size:
+        low, high = int(values.min()), int(values.max())
+        if low < 0 or high >= limit:
+            raise ShapeError(f"{op}: index {low if low < 0 else high} is out of bounds for a "
+                             f"dim of size {limit}")

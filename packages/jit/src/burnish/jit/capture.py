@@ -192,7 +192,7 @@ def same_work(a: Recorder, b: Recorder) -> str | None:
         elif kind == "copy":
             if x[2] != y[2] or x[4] != y[4] or x[5] != y[5]:
                 return f"the copies at {b.locations[i]} differ between calls"
-        elif x[1] is not y[1] or x[3] != y[3]:
+        elif x[1] != y[1] or x[3] != y[3]:  # bound methods are equal, not identical
             return f"the library calls at {b.locations[i]} differ between calls"
     return None
 

@@ -63,6 +63,9 @@ class Runtime(ABC):
         self.lazy_context: int | None = None
         #: Optimizer updates deferred while recording (``lazy.defer_update``).
         self.lazy_updates: list[Any] = []
+        #: Errors kernels found on the device, raised at the next read (``DeviceErrors``),
+        #: made by the first check that needs them.
+        self.device_errors: DeviceErrors | None = None
         #: What ``burnish.capture`` records and replays this device with (``JitBase.capturer``).
         self.capturer: Any = None
         #: The fused kernels made on this device, by key (``kernels.fused.FusedProgram``).
@@ -208,6 +211,42 @@ class Runtime(ABC):
         prepared = self.prepare(key, build, info, invocations, groups)
         self.dispatch(prepared[0], [b.handle for b in buffers], prepared[1], prepared[2])
         return prepared
+
+
+class DeviceErrors:
+    """Two device words that checking kernels set where they find a bad value (an index out
+    of bounds): a code naming the check's message, and the value. The check costs no
+    synchronisation: reads read the words along with their data and raise the message (one
+    bad value found since the last read is reported)."""
+
+    def __init__(self, runtime: Runtime):
+        self.runtime = runtime
+        self.buffer = runtime.pool.alloc(8)
+        runtime.write(self.buffer.handle, 0, np.zeros(2, np.int32))
+        self.messages: list[str] = [""]
+        self._codes: dict[str, int] = {}
+
+    def code(self, message: str) -> int:
+        """The code a kernel writes for ``message``."""
+        found = self._codes.get(message)
+        if found is None:
+            found = self._codes[message] = len(self.messages)
+            self.messages.append(message)
+        return found
+
+    def item(self) -> tuple[Any, int, int]:
+        """The words, as an item of ``Runtime.read``."""
+        return (self.buffer.handle, 0, 8)
+
+    def raise_pending(self, raw: bytes) -> None:
+        """Raise the error ``raw`` (the words read back) holds, clearing it first."""
+        code, value = (int(v) for v in np.frombuffer(raw, np.int32))
+        if code:
+            self.runtime.write(self.buffer.handle, 0, np.zeros(2, np.int32))
+            from burnish.errors import ShapeError
+
+            raise ShapeError(self.messages[code].format(value=value) + " (found on the device "
+                             "by an earlier operation, reported at this read)")
 
 
 class DeviceBuffer:

@@ -16,6 +16,7 @@ from burnish.errors import DTypeError
 from burnish.jit import ir, lazy
 from burnish.jit.kernels import random as random_kernels
 from burnish.jit.kernels.elementwise import elementwise, plain
+from burnish.jit.kernels.index import check_bounds
 from burnish.jit.runtime import Runtime
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 from burnish.tensor_data import TensorData
@@ -79,7 +80,11 @@ class JitBase(Backend):
         self._draws = 0
 
     def sync(self, device: Device) -> None:
-        self.runtime(device).sync()
+        runtime = self.runtime(device)
+        if runtime.device_errors is not None:  # a read of the flag waits for everything
+            runtime.device_errors.raise_pending(runtime.read([runtime.device_errors.item()])[0])
+        else:
+            runtime.sync()
 
     def fuser(self):
         """Lazy recording and fused kernels for ``burnish.fusion`` (``burnish.jit.fuser``)."""
@@ -99,6 +104,12 @@ class JitBase(Backend):
 
             found = runtime.capturer = JitCapturer(runtime, device)
         return found
+
+    def check_indices(self, x: JitTensor, limit: int, op: str) -> None:
+        """Checked on the device, with no synchronisation: a kernel raises the runtime's error
+        flag where an index lies outside ``[0, limit)``; the next read (or ``sync``) raises
+        the error (``burnish.jit.kernels.index.check_bounds``)."""
+        check_bounds(plain(x), limit, op)
 
     def _check_dtype(self, dtype: DType, device: Device) -> Runtime:
         runtime = self.runtime(device)
@@ -148,7 +159,13 @@ class JitBase(Backend):
                 x = plain[i]
                 itemsize = runtime.generator.storage_numpy(x.dtype.name).itemsize
                 items.append((x.buffer.handle, x.offset * itemsize, x.numel * itemsize))
-            for i, raw in zip(indices, runtime.read(items)):
+            flagged = runtime.device_errors is not None
+            if flagged:
+                items.append(runtime.device_errors.item())
+            raws = runtime.read(items)
+            if flagged:
+                runtime.device_errors.raise_pending(raws.pop())
+            for i, raw in zip(indices, raws):
                 out[i] = self._decode(raw, plain[i], dtypes[i])
         return out
 

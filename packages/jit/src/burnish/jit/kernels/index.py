@@ -4,7 +4,9 @@ accumulating scatters along a dim.
 Three kernels serve every layout op: ``copy_into`` (slice_assign, cat), ``gather`` (gather,
 select, embedding) and ``accumulate`` (scatter_add, select_add). Each is generated once per
 dtype and rank; shapes, strides, offsets and the dim travel in ``info``. Index tensors of any
-int dtype are read as i32; their values are in range (``Tensor`` checks).
+int dtype are read as i32; ``Tensor`` checks that their values are in range (on the GPU
+backends on the device, ``check_bounds``, reported at the next read), and ``gather`` clamps
+them so that a bad index never reads outside its tensor.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def gather(out: JitTensor, x: JitTensor, dim: int, indices: JitTensor,
     if n == 0:
         return
     ndim = len(shape)
-    info = [n, *shape, dim, indices.offset, *index_strides, x.offset, *x.strides]
+    info = [n, *shape, dim, indices.offset, *index_strides, x.offset, *x.strides, x.shape[dim]]
     key = ("gather", x.dtype.name, indices.dtype.name, ndim)
 
     def build() -> ir.Kernel:
@@ -89,7 +91,11 @@ def gather(out: JitTensor, x: JitTensor, dim: int, indices: JitTensor,
             k.return_()
         coords = coordinates(k, i, ndim, 1)
         the_dim = k.info(1 + ndim)
-        j = k.let(index_buf[_position(k, coords, 2 + ndim)].cast("i32"), "j")
+        # Clamped into the dim: an index out of bounds never reads outside ``x`` (the check,
+        # ``check_bounds``, reports it at the next read).
+        last = k.info(4 + 3 * ndim) - 1
+        raw = index_buf[_position(k, coords, 2 + ndim)].cast("i32")
+        j = k.let(ir.call("min", ir.call("max", raw, ir.lift(0, "i32")), last), "j")
         source = [ir.select(the_dim.eq(d), j, c) for d, c in enumerate(coords)]
         k.store(out_buf, i, x_buf[_position(k, source, 3 + 2 * ndim)])
         return k.build()
@@ -197,3 +203,45 @@ def accumulate(out: JitTensor, x: JitTensor, dim: int, indices: JitTensor,
     if order is not None:
         buffers.append(order.buffer)
     x.runtime.launch(key, build, buffers, info, invocations=n)
+
+
+# -- bounds checks -------------------------------------------------------------------------------
+
+
+def check_bounds(indices: JitTensor, limit: int, op: str) -> None:
+    """Set the runtime's error word (``runtime.DeviceErrors``) where a value of the plain
+    ``indices`` lies outside ``[0, limit)``: one launch, no synchronisation; the next read
+    raises ``ShapeError`` naming ``op`` and ``limit``."""
+    n = numel(indices.shape)
+    if not n:
+        return
+    runtime = indices.runtime
+    errors = runtime.device_errors
+    if errors is None:
+        from burnish.jit.runtime import DeviceErrors
+
+        with runtime._lock:
+            errors = runtime.device_errors
+            if errors is None:
+                errors = runtime.device_errors = DeviceErrors(runtime)
+    code = errors.code(f"{op}: index {{value}} is out of bounds for a dim of size {limit}")
+    dtype = indices.dtype
+    runtime.launch(("check_bounds", dtype.name), lambda: _check_kernel(dtype),
+                   [errors.buffer, indices.buffer], [n, code, limit, indices.offset],
+                   invocations=n)
+
+
+def _check_kernel(dtype) -> ir.Kernel:
+    """info: the count, the error's code, the limit, the indices' offset."""
+    k = KernelBuilder("check_bounds", (WORKGROUP, 1, 1))
+    flag = k.buffer("flag", "int32", writable=True)
+    indices = k.buffer("indices", dtype)
+    i = k.global_index()
+    with k.if_(i >= k.info(0)):
+        k.return_()
+    value = k.let(indices[i + k.info(3)], "v")
+    limit = k.info(2).cast(value.ty)
+    with k.if_((value < ir.lift(0, value.ty)).or_(value >= limit)):
+        k.store(flag, 0, k.info(1))
+        k.store(flag, 1, value.cast("i32"))
+    return k.build()
