@@ -51,6 +51,16 @@ class ReplayingNothing:
         return record
 
 
+class CopyingNoInputs(ReplayingNothing):
+    """A capturer whose records launch everything but copy no argument into their inputs."""
+
+    def record(self, *args):
+        record = self.real.record(*args)
+        replayer = record.replayer
+        record.replayer = lambda copies: replayer([])
+        return record
+
+
 VALUES = np.linspace(-2.0, 2.0, 12, dtype=np.float32).reshape(3, 4)
 
 
@@ -79,6 +89,21 @@ def test_a_replay_that_computes_nothing_is_seen(monkeypatch):
     out = x.exp().to_numpy()
     assert check.replayed["exp"] == 1
     assert not np.isclose(out, np.exp(VALUES)).any(), out
+
+
+def test_a_replay_that_copies_no_argument_in_is_seen(monkeypatch):
+    # A captured step's next call brings new tensors, which a replay copies into the record's
+    # input buffers; the check replays on copies of the arguments, so a record whose copies
+    # are wrong (a view's span, an alias) shows.
+    inner, device = started("rocm")
+    real = inner.capturer
+    monkeypatch.setattr(inner, "capturer", lambda device: CopyingNoInputs(real(device)))
+    check = CaptureCheck(inner, device)
+    x = Tensor.from_numpy(VALUES, check.wrap_device(device))
+    out = x.permute([1, 0])[1:].exp().to_numpy()
+    assert check.replayed["exp"] == 1
+    assert not np.isclose(out, np.exp(VALUES.T[1:])).any(), out
+    np.testing.assert_array_equal(x.to_numpy(), VALUES)  # the argument itself is untouched
 
 
 def test_an_op_that_cannot_be_captured_runs_eagerly_and_is_counted():

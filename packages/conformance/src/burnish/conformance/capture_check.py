@@ -10,7 +10,7 @@ that each op of the protocol a test calls is:
    eager calls before a capture warm them);
 2. run twice more while the backend's capturer (``inner.capturer(device)``) records it, the
    two recordings compared, and a record made of the second;
-3. replayed on the same inputs, after the memory the record writes (its outputs and working
+3. replayed on copies of the inputs, after the record's memory (its input, output and working
    buffers, which still hold the recording's values) is filled with NaN bytes; the record is
    released and the replay's outputs are what the op returns, so the suite's own comparisons
    check the replay.
@@ -213,29 +213,49 @@ def _record_and_replay(capturer: Any, method: Callable, args: tuple, kwargs: dic
     # The recorded outputs go: a replay would otherwise first move them out of its buffers.
     del made, recorders
     try:
-        _scribble(record)
-        return record.replay(leaves)
+        return record.replay(_replay_inputs(record, leaves))
     finally:
         record.release()
 
 
-def _scribble(record: Any) -> None:
-    """Fill the memory ``record`` writes (its outputs and working buffers) with 0xFF bytes (NaN
-    in every float dtype): the recording left the right values there, and a replay that
-    missed a launch or a copy would return them unseen. ndarray's records call the ops again,
-    which make new arrays: nothing of the recording is left to return."""
+def _replay_inputs(record: Any, leaves: list[Any]) -> list[Any]:
+    """What ``record`` is replayed on, its memory made such that only a right replay gives the
+    op's result.
+
+    On ``burnish.jit``, the recording left the right values in every buffer the record keeps,
+    where a replay that missed a launch or a copy would return them unseen. So the tensors
+    viewing its input buffers are moved out (as a replay moves them), and its input, output
+    and working buffers are filled with 0xFF bytes (NaN in every float dtype); it is replayed
+    on copies of the inputs in new buffers, with their layouts (aliases kept), as a captured
+    step's next call brings new tensors that the replay copies in. ndarray's records call the
+    ops again, which make new arrays from the inputs: nothing of the recording is left."""
     kind = f"{type(record).__module__}.{type(record).__qualname__}"
     if kind == "burnish.ndarray.capture.NdArrayRecord":
-        return
+        return leaves
     if kind != "burnish.jit.capture.JitRecord":
-        raise TypeError(f"--replay cannot check records of type {kind}: it knows which memory "
-                        f"the records of burnish.jit and burnish.ndarray write, not this one's")
+        raise TypeError(f"--replay cannot check records of type {kind}: it knows the memory of "
+                        f"the records of burnish.jit and burnish.ndarray, not this one's")
+    from burnish.jit.tensor import JitTensor
+
     runtime = record.runtime
-    written = [(slot.handle, slot.holder.nbytes) for slot in record.outputs.values()]
+    fresh: dict[int, Any] = {}
+    copies = []
+    for x in leaves:
+        buffer = fresh.get(id(x.buffer.handle))
+        if buffer is None:
+            buffer = fresh[id(x.buffer.handle)] = runtime.pool.alloc(x.buffer.nbytes)
+            runtime.copy(x.buffer.handle, 0, buffer.handle, 0, x.buffer.nbytes)
+        copies.append(JitTensor(buffer, x.shape, x.dtype, x.device, runtime, x.strides,
+                                x.offset))
+    for slot in record.inputs.values():
+        slot.evict(runtime)
+    slots = (*record.inputs.values(), *record.outputs.values())
+    written = [(slot.handle, slot.holder.nbytes) for slot in slots]
     written += [(buffer.handle, buffer.nbytes) for buffer in record.internal]
     for handle, nbytes in written:
         if nbytes:
             runtime.write(handle, 0, np.full(nbytes, 0xFF, np.uint8))
+    return copies
 
 
 def _is_primitive(x: Any) -> bool:
