@@ -161,7 +161,8 @@ class Env:
             how = f"threadpoolctl.threadpool_limits({self.threads})"
         except ImportError:
             pass
-        return {"threads": f"{self.threads} (NumPy: {how}; torch: set_num_threads)"}
+        return {"threads": f"{self.threads} (NumPy: {how}; torch, where present: "
+                           "set_num_threads)"}
 
     def _torch(self):
         if self.args.no_torch:
