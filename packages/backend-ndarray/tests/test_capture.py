@@ -107,3 +107,27 @@ def test_a_seed_computed_per_call_runs_eagerly():
                                            device=device)).tolist())
     assert results == expected
     assert any("other values on each call" in str(w.message) for w in caught)
+
+
+def test_ops_with_several_results_constants_and_data_made_inside_replay():
+    """A pool's values and indices used at different points, an array held outside the
+    function (reshaped: a tuple of ints beside an array), and data made inside."""
+    device = bn.backend("autodiff+ndarray").default_device()
+    held = Tensor.from_data(np.arange(16, dtype=np.float32), device=device)
+
+    def step(x, constant=held):  # a default argument: state capture does not walk
+        values, indices = F.max_pool2d_with_indices(x, 2)
+        shift = Tensor.from_data(np.full((1, 1, 2, 2), 0.5, np.float32), device=device)
+        total = values + shift + constant.reshape([1, 1, 4, 4])[:, :, :2, :2]
+        return total * 2.0, indices
+
+    captured = bn.capture(step, strict=True)
+    rng = np.random.default_rng(3)
+    for _ in range(6):
+        x = Tensor.from_data(rng.standard_normal((1, 1, 4, 4)).astype(np.float32),
+                             device=device)
+        out, indices = captured(x)
+        want, want_indices = step(x)
+        np.testing.assert_array_equal(out.to_numpy(), want.to_numpy())
+        np.testing.assert_array_equal(indices.to_numpy(), want_indices.to_numpy())
+    assert captured.stats()[0]["replays"] == 3

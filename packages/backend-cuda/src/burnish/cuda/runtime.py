@@ -121,9 +121,12 @@ def _pinned_writes(runtime: CudaRuntime, commands: Sequence[tuple]) -> list[tupl
 
 def _copy_pinned(runtime: CudaRuntime, handle: Any, offset: int, pinned: Any,
                  nbytes: int) -> None:
+    """A host-to-device copy from page-locked memory, through the runtime API itself: CuPy's
+    copy methods refuse host transfers while a stream is captured."""
     if nbytes:
         with runtime.cuda_device:
-            (handle.memory + offset).copy_from_host_async(pinned.ptr, nbytes, runtime.stream)
+            cp.cuda.runtime.memcpyAsync(handle.ptr + offset, pinned.ptr, nbytes,
+                                        cp.cuda.runtime.memcpyHostToDevice, runtime.stream_ptr)
 
 
 #: The largest float32 product (multiply-adds) that fusion runs in a generated kernel with its

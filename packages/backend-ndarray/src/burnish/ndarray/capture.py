@@ -76,6 +76,21 @@ class _Const:
     __hash__ = None  # type: ignore[assignment]
 
 
+class _Data:
+    """A ``TensorData`` argument (``from_data``), held by the record (compared by value)."""
+
+    __slots__ = ("array", "dtype")
+
+    def __init__(self, array: np.ndarray, dtype: Any):
+        self.array, self.dtype = array, dtype
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Data and other.dtype == self.dtype and \
+            other.array.shape == self.array.shape and np.array_equal(other.array, self.array)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class Recorder:
     """The outermost protocol calls made while a captured call runs, with where each array
     argument comes from."""
@@ -129,7 +144,7 @@ class Recorder:
         if isinstance(value, dict):
             return {k: self._encode(v) for k, v in value.items()}
         if isinstance(value, TensorData):
-            return _Const(value.to_numpy().copy()), value.dtype
+            return _Data(value.to_numpy().copy(), value.dtype)
         return value
 
     def ref(self, array: np.ndarray) -> Any:
@@ -232,16 +247,20 @@ class NdArrayRecord:
 
     def replay(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         backend = self.backend
-        results: dict[int, Any] = {}
+        results: dict[tuple[int, int], Any] = {}
         pinned = []
         for index, (function, args, kwargs, drop, pin) in enumerate(self.program):
             out = function(backend, *_decode(args, inputs, results),
                            **_decode(kwargs, inputs, results))
-            results[index] = out if isinstance(out, tuple) else (out,)
+            if isinstance(out, tuple):
+                for position, value in enumerate(out):
+                    results[(index, position)] = value
+            else:
+                results[(index, 0)] = out
             if pin:
                 pinned.append(out)
-            for call, _ in drop:
-                results.pop(call, None)
+            for key in drop:
+                del results[key]
         return [_decode(ref, inputs, results) for ref in self.outputs]
 
     def release(self) -> None:
@@ -250,17 +269,17 @@ class NdArrayRecord:
         self.consts = []
 
 
-def _decode(value: Any, inputs: Sequence[np.ndarray], results: dict[int, tuple]) -> Any:
+def _decode(value: Any, inputs: Sequence[np.ndarray],
+            results: dict[tuple[int, int], Any]) -> Any:
     kind = type(value)
     if kind is _Ref:
         if value.kind == "in":
             return inputs[value.index]
-        return results[value.index][value.position]
+        return results[(value.index, value.position)]
     if kind is _Const:
         return value.array
-    if kind is tuple and len(value) == 2 and type(value[0]) is _Const \
-            and not isinstance(value[1], _Const | _Ref | np.ndarray):
-        return TensorData(value[0].array, value[1])
+    if kind is _Data:
+        return TensorData(value.array, value.dtype)
     if kind is list or kind is tuple:
         return kind(_decode(v, inputs, results) for v in value)
     if kind is dict:
