@@ -50,6 +50,8 @@ from burnish.errors import CaptureError
 from burnish.tensor import Tensor
 from burnish.tensor.core import make
 
+_new = object.__new__
+
 #: Values that are part of a call's signature as they are (a change means another record).
 _CONSTANTS = (type(None), bool, int, float, complex, str, bytes, DType, Device, Distribution,
               enum.Enum, range, slice)
@@ -90,7 +92,7 @@ def guard(check: Callable[..., None], *tensors: Tensor, key: Any = ()) -> None:
     values is a host read, and a function that checks values runs eagerly."""
     captured = getattr(_recording, "captured", None)
     if captured is not None:
-        capturers = [captured._capturers.get(t._device) for t in tensors]
+        capturers = [captured._capturer(t._device) for t in tensors]
         base = capturers[0].core if capturers and capturers[0] is not None else None
         if base is not None and hasattr(base, "guard") and all(
                 c is not None and c.core is base for c in capturers):
@@ -128,7 +130,9 @@ class Captured:
         self.strict = strict
         self.max_records = max_records
         self._entries: OrderedDict[Any, _Entry] = OrderedDict()
-        self._capturers: dict[Device, Any] = {}
+        #: Per device (by identity: a device's hash is computed in Python): the device and
+        #: its backend's capturer.
+        self._capturers: dict[int, tuple[Device, Any]] = {}
         self._lock = threading.Lock()
         self._churn = 0  # signatures made in a row without a replay
         self._last_structure: Any = None
@@ -182,9 +186,7 @@ class Captured:
         base = None
         for tensor in tensors:
             device = tensor._device
-            capturer = self._capturers.get(device, _MISSING)
-            if capturer is _MISSING:
-                capturer = self._capturers[device] = device.backend.capturer(device)
+            capturer = self._capturer(device)
             if capturer is None:
                 return None, [], ()
             if base is None:
@@ -195,9 +197,16 @@ class Captured:
             leaf = capturer.leaf(tensor._prim)
             leaves.append(leaf)
             alias = seen.setdefault(id(getattr(leaf, "buffer", leaf)), len(leaves) - 1)
-            specs.append((device, tensor._prim.shape, tensor._dtype, capturer.spec(tensor._prim),
-                          alias))
+            specs.append((id(device), tensor._prim.shape, tensor._dtype,
+                          capturer.spec(tensor._prim), alias))
         return base, leaves, (structure, tuple(specs))
+
+    def _capturer(self, device: Device) -> Any:
+        """The capturer of ``device``'s backend (``None``: it has none), asked once."""
+        found = self._capturers.get(id(device))
+        if found is None:
+            found = self._capturers[id(device)] = (device, device.backend.capturer(device))
+        return found[1]
 
     def _record(self, entry: _Entry, base: Any, leaves: list[Any], tensors: list[Tensor],
                 roots: tuple, args: tuple, kwargs: dict) -> Any:
@@ -216,7 +225,7 @@ class Captured:
             updated = [] if changed else [i for i, (t, u) in enumerate(zip(tensors, after))
                                           if t is not u]
             outputs = returned + [after[i] for i in updated]
-            out_leaves = [self._capturers[t._device].leaf(t._prim) for t in outputs]
+            out_leaves = [self._capturer(t._device).leaf(t._prim) for t in outputs]
             recorder = base.finish(out_leaves)
         except BaseException:
             base.abort()
@@ -251,9 +260,9 @@ class Captured:
             entry.recorder = None
             entry.template = template
             entry.updated = updated
-            entry.states = [_Leaf(after[i], self._capturers[after[i]._device]) for i in updated]
+            entry.states = [_Leaf(after[i], self._capturer(after[i]._device)) for i in updated]
             for leaf in _leaves(template):
-                leaf.capturer = self._capturers[leaf.device]
+                leaf.capturer = self._capturer(leaf.device)
         except CaptureError as error:
             entry.failed = str(error)
             entry.recorder = None
@@ -348,8 +357,6 @@ class _Entry:
             self.record.release()
         self.record = self.recorder = self.template = None
 
-
-_MISSING = object()
 
 #: How many new signatures in a row, with no replay between them, mean that the signature
 #: changes on every call.
@@ -601,21 +608,31 @@ def _rebuild(template: Any, outputs: Any) -> Any:
         return template.value
     value, parts = template.value, template.parts
     rebuilt = {k: _rebuild(p, outputs) for k, p in parts.items()}
-    if isinstance(value, dict):
-        out = copy.copy(value)
+    kind = type(value)
+    if kind is dict:
+        out = dict(value)
         out.update(rebuilt)
         return out
-    if isinstance(value, list):
-        out = copy.copy(value)
+    if kind is list:
+        out = list(value)
         for k, v in rebuilt.items():
             out[k] = v
         return out
+    if kind is tuple:
+        return tuple([rebuilt[i] for i in range(len(value))])
     if isinstance(value, tuple):
         items = [rebuilt[i] for i in range(len(value))]
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    out = copy.copy(value)
+        return kind(*items) if hasattr(value, "_fields") else kind(items)
+    if isinstance(value, dict | list) or not hasattr(value, "__dict__"):
+        out = copy.copy(value)  # subclasses of dict and list, objects with __slots__
+    else:  # a plain object (a module): its attributes, without running __init__
+        out = _new(kind)
+        out.__dict__.update(value.__dict__)
     for k, v in rebuilt.items():
-        object.__setattr__(out, k, v)
+        if isinstance(out, dict | list):
+            out[k] = v
+        else:
+            object.__setattr__(out, k, v)
     return out
 
 
