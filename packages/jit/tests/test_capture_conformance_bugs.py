@@ -1,4 +1,5 @@
-"""Capture-layer bugs found by the conformance suite's ``--replay``, each as a minimal case."""
+"""Capture-layer bugs found by the conformance suite's ``--replay``, each as a minimal case
+(each failed before its fix)."""
 
 from __future__ import annotations
 

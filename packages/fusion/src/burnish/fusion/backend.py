@@ -57,14 +57,18 @@ class Fusion(Backend):
 
     def _bind_ops(self) -> None:
         """Give this instance each forwarded op as an attribute, made once: the inner backend's
-        bound method itself where there is nothing to add (every op when there is no fuser,
-        and the ops the fuser names in ``eager``, which it never records), else wrapped to
-        record (``begin()``/``end()`` around the call) and to take this backend's devices.
+        bound method itself where there is nothing to add (the ops the fuser names in
+        ``eager``, which it never records; with no fuser, every op, looked up at each call),
+        else wrapped to record (``begin()``/``end()`` around the call) and to take this
+        backend's devices.
         Every op of a model passes through here, so the call costs no more than it must."""
         fuser = self._fuser
         eager = frozenset() if fuser is None else getattr(fuser, "eager", frozenset())
         for name, device_at in _FORWARDED.items():
-            method = getattr(self._inner, name)
+            # Without a fuser, looked up on each call: what the inner backend's instance holds
+            # then (a capture's recorder wraps its methods while it records).
+            method = getattr(self._inner, name) if fuser is not None else \
+                _looked_up(self._inner, name)
             if fuser is not None and name not in eager:
                 method = _recording(method, fuser.begin, fuser.end)
             if device_at is not None:
@@ -152,6 +156,15 @@ def _forward(name: str) -> Any:
     op.__qualname__ = f"Fusion.{name}"
     op.__doc__ = getattr(Backend, name).__doc__
     return op
+
+
+def _looked_up(inner: Backend, name: str) -> Any:
+    """``inner.<name>``, found when called."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return getattr(inner, name)(*args, **kwargs)
+
+    return run
 
 
 def _recording(method: Any, begin: Any, end: Any) -> Any:

@@ -269,10 +269,15 @@ def _owners(handles: list[Any]) -> dict[int, DeviceBuffer]:
     return found
 
 
+#: ``_Output.slots`` of a result that views an argument: it views the new call's argument.
+_ARGUMENT: dict = {}
+
+
 class _Output:
     """How a replay makes one returned tensor: a view of one of the record's slots (``slots``:
-    its inputs, for state updated in place, or its outputs), or (``slots`` None) a fresh copy
-    of ``slot``, a buffer the record does not own."""
+    its inputs, for state updated in place, or its outputs), a view of the new call's argument
+    number ``slot`` (``slots`` is ``_ARGUMENT``: a reshape of an argument), or (``slots`` None)
+    a fresh copy of ``slot``, a buffer the record does not own (state returned as it is)."""
 
     __slots__ = ("slots", "slot", "shape", "strides", "offset", "dtype")
 
@@ -313,11 +318,16 @@ class JitRecord:
         # copied out on each replay.
         self.outputs: dict[int, _Slot] = {}
         self.output_plan: list[_Output] = []
+        first_input = {}
+        for position, (key, _, _) in enumerate(self.input_order):
+            first_input.setdefault(key, position)
         for x in outputs:
             key = id(x.buffer.handle)
             entry = first.get(key)
             if key in self.written:
                 self.output_plan.append(_Output(self.inputs, key, x))
+            elif key in self.inputs:  # a view of an argument: of the new call's argument
+                self.output_plan.append(_Output(_ARGUMENT, first_input[key], x))
             elif entry is not None and entry[2] and key not in self.inputs:
                 if key not in self.outputs:
                     self.outputs[key] = _adopt(x.buffer)
@@ -391,7 +401,9 @@ class JitRecord:
         made: dict[tuple[int, int], DeviceBuffer] = {}
         results = []
         for plan in self.output_plan:
-            if plan.slots is None:
+            if plan.slots is _ARGUMENT:
+                buffer = inputs[plan.slot].buffer
+            elif plan.slots is None:
                 source = plan.slot
                 buffer = pool.alloc(source.nbytes)
                 type(runtime).copy(runtime, source.handle, 0, buffer.handle, 0, source.nbytes)
