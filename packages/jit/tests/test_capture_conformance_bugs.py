@@ -56,3 +56,16 @@ def test_fusion_over_ndarray_is_captured():
         out = step(x)
     np.testing.assert_allclose(out.to_numpy(), np.exp(x.to_numpy()) + 1.0, rtol=1e-6)
     assert step.stats()[0]["replays"] >= 1, step.stats()
+
+
+def test_a_float16_view_at_an_odd_offset_replays_on_wgpu():
+    # A replay copies the bytes an argument views into the record's input buffer; for a
+    # float16 view starting at an odd element those bytes start at an offset that is not a
+    # multiple of 4, which WebGPU's buffer copies refuse (ValueError: source_offset).
+    device = started("wgpu")
+    step = bn.capture(lambda x: x * 2.0, strict=True)
+    for i in range(5):
+        base = Tensor.from_numpy(np.arange(8, dtype=np.float16) + i, device)
+        out = step(base[1:])
+        np.testing.assert_array_equal(out.to_numpy(), 2.0 * (np.arange(1, 8) + i))
+    assert step.stats()[0]["replays"] == 2
