@@ -436,7 +436,9 @@ class JitRecord:
 
 
 def _span(x: JitTensor) -> tuple[int, int]:
-    """The bytes of its buffer that ``x`` views: ``[start, end)``."""
+    """The bytes of its buffer that ``x`` views, ``[start, end)``, widened to whole 4-byte
+    words (WebGPU copies only those; buffers are allocated in 256-byte steps, so the widened
+    range stays inside them, and the extra bytes land in the record's own buffer)."""
     itemsize = x.runtime.generator.storage_numpy(x.dtype.name).itemsize
     low = high = x.offset
     for size, stride in zip(x.shape, x.strides):
@@ -446,7 +448,8 @@ def _span(x: JitTensor) -> tuple[int, int]:
             high += (size - 1) * stride
         else:
             low += (size - 1) * stride
-    return low * itemsize, (high + 1) * itemsize
+    start, end = low * itemsize, (high + 1) * itemsize
+    return start - start % 4, -(-end // 4) * 4
 
 
 class JitCapturer:
