@@ -8,8 +8,12 @@ changed).
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import nox
@@ -50,9 +54,10 @@ EXTRAS = {} if has_system_opencl_driver() else {"backend-rocm": "[pocl]"}
 #: gradients, and ndarray and rocm with every op recorded and replayed (``--replay``). Each
 #: entry is a backend followed by options of the suite. The GPU backends run on whatever drivers the
 #: machine has (CI: Mesa's lavapipe for wgpu, PoCL for rocm).
-CONFORMANCE_BACKENDS = ("ndarray", "autodiff+ndarray", "wgpu", "autodiff+wgpu", "rocm",
-                        "autodiff+rocm", "fusion+ndarray", "fusion+wgpu", "fusion+rocm",
-                        "autodiff+fusion+wgpu", "ndarray --replay", "rocm --replay")
+#: The longest first: ``run_parallel`` runs them two or more at a time.
+CONFORMANCE_BACKENDS = ("rocm --replay", "autodiff+rocm", "rocm", "fusion+rocm",
+                        "autodiff+fusion+wgpu", "autodiff+wgpu", "wgpu", "fusion+wgpu",
+                        "ndarray --replay", "autodiff+ndarray", "ndarray", "fusion+ndarray")
 #: Backends that need a driver; ``BURNISH_REQUIRE_BACKENDS`` (comma-separated, or ``all``) makes
 #: one that cannot start fail the sessions instead of being skipped (CI sets it).
 DRIVER_BACKENDS = {"wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "
@@ -115,12 +120,47 @@ def conformance(session: nox.Session) -> None:
         if reason:
             session.warn(f"conformance: skipping {name} (needs {DRIVER_BACKENDS[name]}): {reason}")
             skipped.add(name)
-    for entry in CONFORMANCE_BACKENDS:
-        backend, *options = entry.split()
-        if backend.split("+")[-1] in skipped:
-            continue
-        session.run("pytest", "-q", "--pyargs", "burnish.conformance", "--backend", backend,
-                    *options)
+    entries = [entry for entry in CONFORMANCE_BACKENDS
+               if entry.split()[0].split("+")[-1] not in skipped]
+    run_parallel(session, [["-q", "-p", "no:cacheprovider", "--pyargs", "burnish.conformance",
+                            "--backend", *entry.split()] for entry in entries], entries)
+
+
+def run_parallel(session: nox.Session, runs: list[list[str]], names: list[str]) -> None:
+    """pytest with each argument list of ``runs``, ``BURNISH_JOBS`` at once (the machine's cores
+    by default: the suite is single-threaded Python), each into a log of its own. A run's
+    closing line is printed as it ends, a failed run's whole log at the end, and the session
+    fails when any run failed."""
+    if session.posargs or "--install-only" in sys.argv:
+        return
+    jobs = max(1, int(os.environ.get("BURNISH_JOBS", os.cpu_count() or 1)))
+    logs = Path(session.virtualenv.location) / "logs"
+    logs.mkdir(exist_ok=True)
+    python = str(Path(session.bin) / "python")
+    env = {**os.environ, **session.env}
+
+    def run(index: int) -> tuple[int, Path, float]:
+        log = logs / f"{index:02d}-{names[index].replace(' ', '_')}.log"
+        start = time.monotonic()
+        with log.open("w") as out:
+            code = subprocess.run([python, "-m", "pytest", *runs[index]], stdout=out,
+                                  stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode
+        return code, log, time.monotonic() - start
+
+    failed = []
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        futures = {pool.submit(run, i): i for i in range(len(runs))}
+        for future in concurrent.futures.as_completed(futures):
+            code, log, took = future.result()
+            lines = log.read_text(errors="replace").strip().splitlines()
+            name = names[futures[future]]
+            session.log(f"{name}: {lines[-1] if lines else 'no output'} ({took:.0f} s)")
+            if code:
+                failed.append((name, log))
+    for name, log in failed:
+        print(f"----- {name} ({log}) -----\n{log.read_text(errors='replace')}", flush=True)
+    if failed:
+        session.error(f"conformance failed on: {', '.join(name for name, _ in failed)}")
 
 
 @nox.session
