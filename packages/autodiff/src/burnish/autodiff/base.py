@@ -9,6 +9,7 @@ from burnish.autodiff.checkpoint import STRATEGIES, state
 from burnish.autodiff.graph import OUT, AutodiffPrimitive, Node, Rule
 from burnish.backend import Backend
 from burnish.backend.base import BackendBase, Scalar
+from burnish.backend.decorator import WrapsDevices
 from burnish.device import Device
 from burnish.distribution import Distribution
 from burnish.dtype import DType
@@ -18,7 +19,7 @@ from burnish.tensor_data import TensorData
 P = AutodiffPrimitive
 
 
-class AutodiffBase(BackendBase):
+class AutodiffBase(WrapsDevices, BackendBase):
     """Devices and dtypes are the inner backend's; every op runs on the inner backend, and ops
     whose inputs are tracked also record a node (``_record``)."""
 
@@ -34,7 +35,7 @@ class AutodiffBase(BackendBase):
         prefix = "autodiff" if checkpointing == "none" else f"autodiff-{checkpointing}"
         self.name = f"{prefix}+{inner.name}"
         self.values_on_host = inner.values_on_host
-        self._devices: dict[Device, Device] = {}
+        self._wrapped: dict[Device, Device] = {}
 
     # -- recording ----------------------------------------------------------------------------
 
@@ -63,36 +64,8 @@ class AutodiffBase(BackendBase):
 
     # -- devices and dtypes -------------------------------------------------------------------
 
-    def wrap_device(self, device: Device) -> Device:
-        found = self._devices.get(device)
-        if found is None:
-            found = self._devices.setdefault(
-                device, Device(self, device.type, device.index, native=device))
-        return found
-
-    def devices(self) -> list[Device]:
-        return [self.wrap_device(d) for d in self._inner.devices()]
-
-    def default_device(self) -> Device:
-        return self.wrap_device(self._inner.default_device())
-
     def _device_of(self, x: P) -> Device:
         return self.wrap_device(self._inner._device_of(x.inner))
-
-    def dtypes(self, device: Device) -> tuple[DType, ...]:
-        return self._inner.dtypes(device.native)
-
-    def describe_device(self, device: Device) -> str:
-        return self._inner.describe_device(device.native)
-
-    def unsupported_reason(self, dtype: DType, device: Device) -> str:
-        return self._inner.unsupported_reason(dtype, device.native)
-
-    def seed(self, seed: int) -> None:
-        self._inner.seed(seed)
-
-    def sync(self, device: Device) -> None:
-        self._inner.sync(device.native)
 
     def fuser(self) -> None:
         """None: autodiff records its own graph; fusion goes beneath it

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from burnish.backend import AutodiffOps, Backend
+from burnish.backend.decorator import WrapsDevices
 from burnish.device import Device
-from burnish.dtype import DType
 from burnish.errors import CaptureError, UnsupportedError
 from burnish.replay import ATTEMPTS
 from burnish.tensor_data import TensorData
@@ -49,7 +49,7 @@ _OWN = frozenset({"devices", "default_device", "_device_of", "dtypes", "describe
 _UNCAPTURED = frozenset({"from_data", "into_data", "read", "to_device"})
 
 
-class CaptureCheck(Backend):
+class CaptureCheck(WrapsDevices, Backend):
     """``CaptureCheck(inner)``: ``inner``'s ops, each recorded and replayed (see the module).
 
     Its name, devices (wrapping ``inner``'s), dtypes and primitives are ``inner``'s, so that
@@ -95,37 +95,8 @@ class CaptureCheck(Backend):
 
     # -- devices and dtypes ---------------------------------------------------------------------
 
-    def wrap_device(self, device: Device) -> Device:
-        """The device of this backend that stands for ``device`` of the inner backend."""
-        found = self._wrapped.get(device)
-        if found is None:
-            found = self._wrapped.setdefault(
-                device, Device(self, device.type, device.index, native=device))
-        return found
-
-    def devices(self) -> list[Device]:
-        return [self.wrap_device(d) for d in self._inner.devices()]
-
-    def default_device(self) -> Device:
-        return self.wrap_device(self._inner.default_device())
-
     def _device_of(self, x: Any) -> Device:
         return self.wrap_device(self._inner._device_of(x))
-
-    def dtypes(self, device: Device) -> tuple[DType, ...]:
-        return self._inner.dtypes(device.native)
-
-    def describe_device(self, device: Device) -> str:
-        return self._inner.describe_device(device.native)
-
-    def unsupported_reason(self, dtype: DType, device: Device) -> str:
-        return self._inner.unsupported_reason(dtype, device.native)
-
-    def seed(self, seed: int) -> None:
-        self._inner.seed(seed)
-
-    def sync(self, device: Device) -> None:
-        self._inner.sync(device.native)
 
     def fuser(self) -> None:
         return None  # fusion goes beneath (--backend fusion+rocm --replay)

@@ -8,8 +8,8 @@ import threading
 from typing import Any
 
 from burnish.backend import Backend
+from burnish.backend.decorator import WrapsDevices
 from burnish.device import Device
-from burnish.dtype import DType
 
 _lock = threading.Lock()
 _instances: dict[int, Fusion] = {}
@@ -19,7 +19,7 @@ _OWN = frozenset({"devices", "default_device", "_device_of", "dtypes", "describe
                   "unsupported_reason", "seed", "sync", "fuser"})
 
 
-class Fusion(Backend):
+class Fusion(WrapsDevices, Backend):
     """``Fusion(inner)`` runs every op of ``inner``, lazily where ``inner`` has a fuser.
 
     On a backend with a fuser (``inner.fuser()``: wgpu, rocm and cuda through ``burnish.jit``)
@@ -85,34 +85,8 @@ class Fusion(Backend):
 
     # -- devices and dtypes ---------------------------------------------------------------------
 
-    def wrap_device(self, device: Device) -> Device:
-        """The device of this backend that stands for ``device`` of the inner backend."""
-        found = self._wrapped.get(device)
-        if found is None:
-            found = self._wrapped.setdefault(
-                device, Device(self, device.type, device.index, native=device))
-        return found
-
-    def devices(self) -> list[Device]:
-        return [self.wrap_device(d) for d in self._inner.devices()]
-
-    def default_device(self) -> Device:
-        return self.wrap_device(self._inner.default_device())
-
     def _device_of(self, x: Any) -> Device:
         return self.wrap_device(self._inner._device_of(x))
-
-    def dtypes(self, device: Device) -> tuple[DType, ...]:
-        return self._inner.dtypes(device.native)
-
-    def describe_device(self, device: Device) -> str:
-        return self._inner.describe_device(device.native)
-
-    def unsupported_reason(self, dtype: DType, device: Device) -> str:
-        return self._inner.unsupported_reason(dtype, device.native)
-
-    def seed(self, seed: int) -> None:
-        self._inner.seed(seed)
 
     def sync(self, device: Device) -> None:
         """Compute everything pending on ``device`` and wait for it."""
