@@ -31,38 +31,33 @@ run captured functions eagerly.
 
 from __future__ import annotations
 
-import copy
-import enum
 import functools
 import os
 import sys
 import threading
-import types
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from burnish.device import Device
-from burnish.distribution import Distribution
-from burnish.dtype import DType
 from burnish.errors import CaptureError
+from burnish.replay.tree import (
+    Leaf,
+    difference,
+    flatten,
+    global_names,
+    held,
+    leaves_of,
+    rebuild,
+    template_of,
+)
 from burnish.tensor import Tensor
-from burnish.tensor.core import make
-
-_new = object.__new__
-
-#: Values that are part of a call's signature as they are (a change means another record).
-_CONSTANTS = (type(None), bool, int, float, complex, str, bytes, DType, Device, Distribution,
-              enum.Enum, range, slice)
 
 #: How many calls run eagerly before recording starts, and how many pairs of recordings may
 #: disagree (a cache warming up) before the function is declared uncapturable.
 WARMUP_CALLS = 1
 ATTEMPTS = 3
-#: How deep arguments and results may nest (a guard against objects that refer to themselves).
-MAX_DEPTH = 64
-
 
 def capture(fn: Callable | None = None, *, strict: bool = False,
             max_records: int = 8) -> Any:
@@ -138,7 +133,7 @@ class Captured:
         self._last_structure: Any = None
         #: Why the function runs eagerly whatever its arguments (``None``: it need not).
         self._uncapturable: str | None = None
-        self._globals = _global_names(fn)
+        self._globals = global_names(fn, skip=(Captured,))
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -146,9 +141,9 @@ class Captured:
             return self.fn(*args, **kwargs)
         tensors: list[Tensor] = []
         places: list[tuple[Any, Any]] = []
-        roots = (args, kwargs, _held(self.fn, self._globals))
+        roots = (args, kwargs, held(self.fn, self._globals))
         try:
-            structure = _flatten(roots, tensors, places)
+            structure = flatten(roots, tensors, places)
             if not tensors:
                 return self.fn(*args, **kwargs)
             base, leaves, key = self._signature(tensors, structure)
@@ -215,11 +210,11 @@ class Captured:
         try:
             result = self.fn(*args, **kwargs)
             returned: list[Tensor] = []
-            template = _template(result, returned)
+            template = template_of(result, returned)
             after: list[Tensor] = []
             places: list[tuple[Any, Any]] = []
             try:
-                changed = _flatten(roots, after, places) != entry.structure
+                changed = flatten(roots, after, places) != entry.structure
             except CaptureError:
                 changed = True
             updated = [] if changed else [i for i, (t, u) in enumerate(zip(tensors, after))
@@ -260,8 +255,8 @@ class Captured:
             entry.recorder = None
             entry.template = template
             entry.updated = updated
-            entry.states = [_Leaf(after[i], self._capturer(after[i]._device)) for i in updated]
-            for leaf in _leaves(template):
+            entry.states = [Leaf(after[i], self._capturer(after[i]._device)) for i in updated]
+            for leaf in leaves_of(template):
                 leaf.capturer = self._capturer(leaf.device)
         except CaptureError as error:
             entry.failed = str(error)
@@ -276,7 +271,7 @@ class Captured:
         self._churn += 1
         if self._churn >= CHURN:
             previous = self._last_structure
-            where = _difference(previous, entry.structure) if previous is not None else None
+            where = difference(previous, entry.structure) if previous is not None else None
             reason = ("its signature changes on every call" +
                       (f" ({where})" if where else "") +
                       ": a number kept in Python changes each time (a step count, a counter); "
@@ -329,7 +324,7 @@ class _Entry:
         self.record: Any = None
         self.template: Any = None
         self.updated: list[int] = []  # the held tensors a call replaces, by position
-        self.states: list[_Leaf] = []  # and what replaces them
+        self.states: list[Leaf] = []  # and what replaces them
         self.failed: str | None = None
 
     def replay(self, leaves: list[Any], places: list[tuple[Any, Any]]) -> Any:
@@ -337,10 +332,10 @@ class _Entry:
         it (``places``: where each tensor of the arguments and held state lies), and return
         the result rebuilt around the new tensors."""
         outputs = iter(self.record.replay(leaves))
-        result = _rebuild(self.template, outputs)
+        result = rebuild(self.template, outputs)
         for i, state in zip(self.updated, self.states):
             container, key = places[i]
-            value = _rebuild(state, outputs)
+            value = rebuild(state, outputs)
             if isinstance(container, dict | list):
                 container[key] = value
             else:
@@ -361,279 +356,6 @@ class _Entry:
 #: How many new signatures in a row, with no replay between them, mean that the signature
 #: changes on every call.
 CHURN = 6
-
-
-def _held(fn: Callable, names: tuple[str, ...]) -> tuple:
-    """What ``fn`` holds besides its arguments: the object of a bound method, the values of a
-    closure's cells, and the module globals named in ``names`` (a model, an optimizer and
-    its state, wherever the function finds them)."""
-    held = []
-    owner = getattr(fn, "__self__", None)
-    if owner is not None and not isinstance(owner, types.ModuleType):
-        held.append(owner)
-        fn = getattr(fn, "__func__", fn)
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            held.append(cell.cell_contents)
-        except ValueError:  # a cell not yet assigned
-            pass
-    space = getattr(fn, "__globals__", {})
-    held.extend(space.get(name) for name in names)
-    return tuple(held)
-
-
-def _global_names(fn: Callable) -> tuple[str, ...]:
-    """The module globals ``fn``'s code reads that hold data (not modules, classes or
-    functions), its nested functions' included."""
-    fn = getattr(fn, "__func__", fn)
-    code, space = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
-    if code is None or space is None:
-        return ()
-    names: list[str] = []
-    pending = [code]
-    while pending:
-        current = pending.pop()
-        names.extend(n for n in current.co_names if n in space and n not in names)
-        pending.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
-    return tuple(n for n in names if not isinstance(space[n], (*_CODE, Captured)))
-
-
-def _difference(a: Any, b: Any) -> str | None:
-    """Where two signatures' structures first differ, as a path and the two values."""
-    for name, x, y in zip(("argument", "keyword argument", "held state"), a[1:], b[1:]):
-        if x != y:
-            return _differs(x, y, name)
-    return None
-
-
-def _differs(a: Any, b: Any, path: str) -> str:
-    if not (type(a) is tuple and type(b) is tuple and len(a) == len(b) and a
-            and a[0] == b[0] and isinstance(a[0], type)):
-        return f"{path}: {_short(a)} then {_short(b)}"
-    if len(a) == 2 and type(a[1]) is not tuple:  # a constant
-        return f"{path}: {_short(a[1])} then {_short(b[1])}"
-    keyed = not issubclass(a[0], tuple | list)
-    for i, (x, y) in enumerate(zip(a[1:], b[1:])):
-        if x == y:
-            continue
-        if keyed and type(x) is tuple and len(x) == 2 and type(y) is tuple and x[0] == y[0]:
-            step = f".{x[0]}" if isinstance(x[0], str) else f"[{x[0]!r}]"
-            return _differs(x[1], y[1], path + step)
-        return _differs(x, y, f"{path}[{i}]")
-    return path
-
-
-def _short(value: Any) -> str:
-    if type(value) is tuple and len(value) == 2 and isinstance(value[0], type):
-        value = value[1]
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-# -- signatures ------------------------------------------------------------------------------
-
-
-def _flatten(value: Any, tensors: list[Tensor], places: list[tuple[Any, Any]],
-             parent: Any = None, at: Any = None, depth: int = 0) -> Any:
-    """A hashable description of ``value``'s structure and constants. Its tensors are
-    appended to ``tensors`` (described later, by ``_signature``), and where each lies (its
-    container and key) to ``places``."""
-    if isinstance(value, Tensor):
-        tensors.append(value)
-        places.append((parent, at))
-        return Tensor
-    kind = type(value)
-    if depth > MAX_DEPTH:
-        raise CaptureError(f"its arguments nest deeper than {MAX_DEPTH} levels (or refer to "
-                           "themselves)")
-    depth += 1
-    if kind is tuple or kind is list:
-        return (kind, *[_flatten(v, tensors, places, value, i, depth)
-                        for i, v in enumerate(value)])
-    if kind is dict:
-        return (dict, *[(k, _flatten(v, tensors, places, value, k, depth))
-                        for k, v in value.items()])
-    if isinstance(value, _CONSTANTS):
-        return (kind, value)
-    if isinstance(value, tuple | list):  # named tuples, list subclasses
-        return (kind, *[_flatten(v, tensors, places, value, i, depth)
-                        for i, v in enumerate(value)])
-    if isinstance(value, dict):
-        return (kind, *[(k, _flatten(v, tensors, places, value, k, depth))
-                        for k, v in value.items()])
-    attributes = _attributes(value)
-    if attributes is not None:
-        return (kind, *[(k, _flatten(v, tensors, places, value, k, depth))
-                        for k, v in attributes.items()])
-    try:
-        hash(value)
-    except TypeError:
-        return (kind, _Identity(value))
-    return (kind, value)  # functions, classes and other hashable objects: as they are
-
-
-class _Identity:
-    """An unhashable value (a NumPy array) in a signature: equal only to itself, and kept
-    alive by the signature, so that no other object can take its identity."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any):
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is _Identity and other.value is self.value
-
-    def __hash__(self) -> int:
-        return id(self.value)
-
-    def __repr__(self) -> str:
-        return f"<{type(self.value).__name__} at {id(self.value):#x}>"
-
-
-#: Objects with attributes that are not data: kept as they are, by identity.
-_CODE = (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-         types.ModuleType, functools.partial)
-
-
-def _attributes(value: Any) -> dict | None:
-    """The attributes of a plain object (a module, a parameter, a user's state class), or
-    ``None`` for what is not walked into (functions, classes, objects without attributes)."""
-    if isinstance(value, _CODE):
-        return None
-    found = getattr(value, "__dict__", None)
-    if found is not None:
-        return found
-    names = _SLOTS.get(type(value))
-    if names is None:
-        names = _SLOTS[type(value)] = tuple(
-            name for cls in type(value).__mro__ for name in _slots_of(cls)
-            if name not in ("__weakref__", "__dict__"))
-    if not names:
-        return None
-    return {name: getattr(value, name) for name in names if hasattr(value, name)}
-
-
-_SLOTS: dict[type, tuple[str, ...]] = {}
-
-
-def _slots_of(cls: type) -> tuple[str, ...]:
-    slots = cls.__dict__.get("__slots__", ())
-    return (slots,) if isinstance(slots, str) else tuple(slots)
-
-
-# -- results ---------------------------------------------------------------------------------
-
-class _Leaf:
-    """A returned tensor in a template: where its replayed value goes."""
-
-    __slots__ = ("prim", "device", "dtype", "capturer")
-
-    def __init__(self, tensor: Tensor, capturer: Any = None):
-        self.prim, self.device, self.dtype = tensor._prim, tensor._device, tensor._dtype
-        self.capturer = capturer
-
-
-def _template(value: Any, tensors: list[Tensor], depth: int = 0) -> Any:
-    """How to rebuild ``value`` with other tensors (``None`` where it cannot be): its tensors
-    are appended to ``tensors`` and replaced by ``_Leaf``; containers and objects that hold
-    no tensor are kept as they are."""
-    if isinstance(value, Tensor):
-        tensors.append(value)
-        return _Leaf(value)
-    if isinstance(value, _CONSTANTS):
-        return _Same(value)
-    if depth > MAX_DEPTH:
-        return None
-    if isinstance(value, tuple | list | dict):
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        parts = {}
-        for k, v in items:
-            part = _template(v, tensors, depth + 1)
-            if part is None:
-                return None
-            parts[k] = part
-        if all(type(p) is _Same for p in parts.values()):
-            return _Same(value)
-        return _Container(value, parts)
-    attributes = _attributes(value)
-    if attributes is None:
-        return _Same(value) if isinstance(value, _CODE) else None
-    parts = {}
-    for k, v in attributes.items():
-        part = _template(v, tensors, depth + 1)
-        if part is None:
-            return None
-        parts[k] = part
-    if all(type(p) is _Same for p in parts.values()):
-        return _Same(value)
-    return _Container(value, parts)
-
-
-class _Same:
-    """A part of the result that holds no tensor: returned as the recorded call returned it."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any):
-        self.value = value
-
-
-class _Container:
-    """A list, tuple, dict or object holding tensors: rebuilt around the new ones."""
-
-    __slots__ = ("value", "parts")
-
-    def __init__(self, value: Any, parts: dict):
-        self.value, self.parts = value, parts
-
-
-def _leaves(template: Any) -> list[_Leaf]:
-    """The tensors of a template, in order."""
-    if type(template) is _Leaf:
-        return [template]
-    if type(template) is _Same:
-        return []
-    return [leaf for part in template.parts.values() for leaf in _leaves(part)]
-
-
-def _rebuild(template: Any, outputs: Any) -> Any:
-    """``template``'s value with the next tensors of ``outputs`` in place of the recorded
-    ones."""
-    kind = type(template)
-    if kind is _Leaf:
-        return make(template.capturer.rebuild(template.prim, next(outputs)), template.device,
-                    template.dtype)
-    if kind is _Same:
-        return template.value
-    value, parts = template.value, template.parts
-    rebuilt = {k: _rebuild(p, outputs) for k, p in parts.items()}
-    kind = type(value)
-    if kind is dict:
-        out = dict(value)
-        out.update(rebuilt)
-        return out
-    if kind is list:
-        out = list(value)
-        for k, v in rebuilt.items():
-            out[k] = v
-        return out
-    if kind is tuple:
-        return tuple([rebuilt[i] for i in range(len(value))])
-    if isinstance(value, tuple):
-        items = [rebuilt[i] for i in range(len(value))]
-        return kind(*items) if hasattr(value, "_fields") else kind(items)
-    if isinstance(value, dict | list) or not hasattr(value, "__dict__"):
-        out = copy.copy(value)  # subclasses of dict and list, objects with __slots__
-    else:  # a plain object (a module): its attributes, without running __init__
-        out = _new(kind)
-        out.__dict__.update(value.__dict__)
-    for k, v in rebuilt.items():
-        if isinstance(out, dict | list):
-            out[k] = v
-        else:
-            object.__setattr__(out, k, v)
-    return out
 
 
 __all__ = ["Captured", "capture", "caller_line", "guard"]
