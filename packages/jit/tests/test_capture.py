@@ -291,3 +291,32 @@ def test_without_a_capturer_the_function_runs_eagerly_once_warned(monkeypatch):
         assert captured(x).tolist() == [2.0, 2.0]
     with pytest.raises(CaptureError, match="cannot capture"):
         bn.capture(lambda x: x, strict=True)(x)
+
+
+def test_work_of_other_threads_is_not_recorded(gpu):
+    """A data loader's thread putting batches on the device while a step is recorded."""
+    import threading
+
+    device = device_of(gpu)
+    made = []
+
+    def load():
+        made.append(Tensor.from_data(np.arange(4, dtype=np.float32), device=device) * 3.0)
+
+    def step(x, side: bool):
+        if side:
+            worker = threading.Thread(target=load)
+            worker.start()
+            worker.join()
+        return x + 1.0
+
+    sizes = {}
+    for side in (False, True):
+        captured = bn.capture(step, strict=True)
+        x = Tensor.from_data(np.ones(4, np.float32), device=device)
+        for _ in range(4):
+            assert captured(x, side).tolist() == [2.0] * 4
+        entry = next(e for e in captured._entries.values() if e.record is not None)
+        sizes[side] = len(entry.record.commands)
+    assert sizes[True] == sizes[False]
+    assert [t.tolist() for t in made] == [[0.0, 3.0, 6.0, 9.0]] * 3  # the 3 eager calls

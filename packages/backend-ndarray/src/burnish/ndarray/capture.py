@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -114,9 +115,11 @@ class Recorder:
 
     def _wrap(self, name: str, function: Any) -> Any:
         backend = self.backend
+        thread = threading.get_ident()
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            if self.depth:
+            # Nested calls, and other threads' (a data loader's), run as they are.
+            if self.depth or threading.get_ident() != thread:
                 return function(backend, *args, **kwargs)
             if name in _READS and self.host_read is None:
                 self.host_read = _where()

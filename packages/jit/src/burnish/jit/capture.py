@@ -27,6 +27,7 @@ step costs one device copy per carried tensor and no host work per op.
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -56,6 +57,7 @@ class Recorder:
 
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
+        self.thread = threading.get_ident()  # the thread whose calls are recorded
         self.commands: list[tuple] = []
         self.locations: list[str] = []
         #: id(handle) -> [handle, first use ("r" or "w"), made during the call]
@@ -73,9 +75,12 @@ class Recorder:
     # -- installing ---------------------------------------------------------------------------
 
     def install(self) -> None:
-        runtime = self.runtime
+        """Wrap the runtime's methods: calls from this thread are recorded, calls from other
+        threads (a data loader's) go straight through."""
+        runtime, cls, thread = self.runtime, type(self.runtime), self.thread
         for name in _WRAPPED:
-            runtime.__dict__[name] = getattr(self, name)
+            runtime.__dict__[name] = _this_thread(getattr(self, name),
+                                                  getattr(cls, name).__get__(runtime), thread)
         runtime.pool.recorder = self
 
     def uninstall(self) -> None:
@@ -87,6 +92,8 @@ class Recorder:
     # -- what the runtime and its pool report -----------------------------------------------
 
     def allocated_handle(self, handle: Any) -> None:
+        if threading.get_ident() != self.thread:
+            return
         key = id(handle)
         entry = self.first.get(key)
         if entry is not None and not entry[2] and entry[1] == "r":
@@ -166,6 +173,17 @@ class Recorder:
         if id(compiled) not in self._names:
             self._kernel_writes(compiled)
         return self._names.get(id(compiled), "a kernel")
+
+
+def _this_thread(recording: Callable, plain: Callable, thread: int) -> Callable:
+    """``recording`` when called from ``thread``, else ``plain``."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() == thread:
+            return recording(*args, **kwargs)
+        return plain(*args, **kwargs)
+
+    return call
 
 
 def same_work(a: Recorder, b: Recorder) -> str | None:
