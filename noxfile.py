@@ -137,7 +137,12 @@ def run_parallel(session: nox.Session, runs: list[list[str]], names: list[str]) 
     logs = Path(session.virtualenv.location) / "logs"
     logs.mkdir(exist_ok=True)
     python = str(Path(session.bin) / "python")
-    env = {**os.environ, **session.env}
+    env = dict(os.environ)
+    for key, value in session.env.items():  # None: the session unsets it
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
 
     def run(index: int) -> tuple[int, Path, float]:
         log = logs / f"{index:02d}-{names[index].replace(' ', '_')}.log"
