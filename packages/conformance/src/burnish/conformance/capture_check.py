@@ -25,8 +25,6 @@ cover. Ops that move data to or from the host (``from_data``, ``into_data``, ``r
 
 from __future__ import annotations
 
-import abc
-import inspect
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -35,15 +33,13 @@ from typing import Any
 import numpy as np
 
 from burnish.backend import AutodiffOps, Backend
-from burnish.backend.decorator import WrapsDevices
+from burnish.backend.decorator import WrapsDevices, forward_ops, on_inner_device
 from burnish.device import Device
 from burnish.errors import CaptureError, UnsupportedError
 from burnish.replay import ATTEMPTS
 from burnish.tensor_data import TensorData
 
 #: Protocol methods ``CaptureCheck`` defines itself.
-_OWN = frozenset({"devices", "default_device", "_device_of", "dtypes", "describe_device",
-                  "unsupported_reason", "seed", "sync", "fuser", "capturer"})
 #: Protocol methods forwarded as they are: data to or from the host, which a capture never
 #: holds (a record's inputs and outputs stay on the device).
 _UNCAPTURED = frozenset({"from_data", "into_data", "read", "to_device"})
@@ -82,7 +78,7 @@ class CaptureCheck(WrapsDevices, Backend):
             if name not in _UNCAPTURED:
                 method = self._capturing(name, device_at)
             if device_at is not None:
-                method = _on_inner_device(method, device_at)
+                method = on_inner_device(method, device_at)
             self.__dict__[name] = method
 
     @property
@@ -94,9 +90,6 @@ class CaptureCheck(WrapsDevices, Backend):
         return f"CaptureCheck({self._inner!r})"
 
     # -- devices and dtypes ---------------------------------------------------------------------
-
-    def _device_of(self, x: Any) -> Device:
-        return self.wrap_device(self._inner._device_of(x))
 
     def fuser(self) -> None:
         return None  # fusion goes beneath (--backend fusion+rocm --replay)
@@ -268,47 +261,6 @@ def _rebuild(value: Any, replacements: Iterator[Any]) -> Any:
     return value
 
 
-def _device_param(name: str) -> int | None:
-    """Where protocol method ``name`` takes its ``device`` (``None``: it takes none)."""
-    params = list(inspect.signature(getattr(Backend, name)).parameters)[1:]
-    return params.index("device") if "device" in params else None
-
-
-def _on_inner_device(method: Callable, device_at: int) -> Callable:
-    """``method`` called with this backend's device among its arguments replaced by the inner
-    backend's."""
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        if len(args) > device_at:
-            args = (*args[:device_at], args[device_at].native, *args[device_at + 1:])
-        elif "device" in kwargs:
-            kwargs["device"] = kwargs["device"].native
-        return method(*args, **kwargs)
-
-    run.__name__ = getattr(method, "__name__", "op")
-    return run
-
-
-def _forward(name: str) -> Callable:
-    """The class's ``name`` (``abc`` needs a definition on the class): what ``__init__`` gave
-    the instance."""
-
-    def op(self: CaptureCheck, *args: Any, **kwargs: Any) -> Any:
-        return self.__dict__[name](*args, **kwargs)
-
-    op.__name__ = name
-    op.__qualname__ = f"CaptureCheck.{name}"
-    op.__doc__ = getattr(Backend, name).__doc__
-    return op
-
-
 #: The protocol methods ``CaptureCheck`` takes from its inner backend, with where each takes
 #: its device.
-_FORWARDED: dict[str, int | None] = {}
-for _name in dir(Backend):
-    if (_name.startswith("__") or _name in _OWN or _name in CaptureCheck.__dict__
-            or not inspect.isfunction(getattr(Backend, _name))):
-        continue
-    _FORWARDED[_name] = _device_param(_name)
-    setattr(CaptureCheck, _name, _forward(_name))
-abc.update_abstractmethods(CaptureCheck)
+_FORWARDED = forward_ops(CaptureCheck, frozenset({"fuser", "capturer"}))

@@ -1,7 +1,10 @@
-"""What every backend decorator shares: its devices stand for the inner backend's."""
+"""What every backend decorator shares: its devices stand for the inner backend's, and the
+ops it does not define go to the inner backend."""
 
 from __future__ import annotations
 
+import abc
+import inspect
 from typing import Any
 
 from burnish.device import Device
@@ -45,3 +48,58 @@ class WrapsDevices:
 
     def sync(self, device: Device) -> None:
         self._inner.sync(device.native)
+
+    def _device_of(self, x: Any) -> Device:
+        return self.wrap_device(self._inner._device_of(x))
+
+
+#: The protocol methods about devices that ``WrapsDevices`` defines (and a decorator that
+#: forwards ops does not forward).
+DEVICE_METHODS = frozenset({"devices", "default_device", "_device_of", "dtypes",
+                            "describe_device", "unsupported_reason", "seed", "sync"})
+
+
+def forward_ops(cls: type, own: frozenset[str] = frozenset()) -> dict[str, int | None]:
+    """Give decorator class ``cls`` every protocol method it does not define itself (nor the
+    device methods, nor ``own``) as a method that calls what each instance holds under that
+    name in its ``__dict__`` (the instance binds its ops once: ``on_inner_device`` and the
+    decorator's own wrapping); documented as the protocol's method, and known to ``abc``.
+    Returns each such name with where the method takes its device (``None``: nowhere)."""
+    from burnish.backend import Backend
+
+    forwarded: dict[str, int | None] = {}
+    for name in dir(Backend):
+        if (name.startswith("__") or name in DEVICE_METHODS or name in own
+                or name in cls.__dict__ or not inspect.isfunction(getattr(Backend, name))):
+            continue
+        params = list(inspect.signature(getattr(Backend, name)).parameters)[1:]
+        forwarded[name] = params.index("device") if "device" in params else None
+        setattr(cls, name, _forward(cls, name))
+    abc.update_abstractmethods(cls)
+    return forwarded
+
+
+def _forward(cls: type, name: str) -> Any:
+    def op(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.__dict__[name](*args, **kwargs)
+
+    from burnish.backend import Backend
+
+    op.__name__ = name
+    op.__qualname__ = f"{cls.__name__}.{name}"
+    op.__doc__ = getattr(Backend, name).__doc__
+    return op
+
+
+def on_inner_device(method: Any, device_at: int) -> Any:
+    """``method`` called with the decorator's device among its arguments (at position
+    ``device_at``, or as ``device=``) replaced by the inner backend's."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > device_at:
+            args = (*args[:device_at], args[device_at].native, *args[device_at + 1:])
+        elif "device" in kwargs:
+            kwargs["device"] = kwargs["device"].native
+        return method(*args, **kwargs)
+
+    return run

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import abc
-import inspect
 import threading
 from typing import Any
 
 from burnish.backend import Backend
-from burnish.backend.decorator import WrapsDevices
+from burnish.backend.decorator import WrapsDevices, forward_ops, on_inner_device
 from burnish.device import Device
 
 _lock = threading.Lock()
 _instances: dict[int, Fusion] = {}
 
 #: Protocol methods ``Fusion`` defines itself rather than forwarding.
-_OWN = frozenset({"devices", "default_device", "_device_of", "dtypes", "describe_device",
-                  "unsupported_reason", "seed", "sync", "fuser"})
-
-
 class Fusion(WrapsDevices, Backend):
     """``Fusion(inner)`` runs every op of ``inner``, lazily where ``inner`` has a fuser.
 
@@ -72,7 +66,7 @@ class Fusion(WrapsDevices, Backend):
             if fuser is not None and name not in eager:
                 method = _recording(method, fuser.begin, fuser.end)
             if device_at is not None:
-                method = _on_inner_device(method, device_at)
+                method = on_inner_device(method, device_at)
             self.__dict__[name] = method
 
     @property
@@ -84,9 +78,6 @@ class Fusion(WrapsDevices, Backend):
         return f"Fusion({self._inner!r})"
 
     # -- devices and dtypes ---------------------------------------------------------------------
-
-    def _device_of(self, x: Any) -> Device:
-        return self.wrap_device(self._inner._device_of(x))
 
     def sync(self, device: Device) -> None:
         """Compute everything pending on ``device`` and wait for it."""
@@ -113,25 +104,6 @@ class Fusion(WrapsDevices, Backend):
         return None if self._fuser is None else self._fuser.launches(device.native)
 
 
-def _device_param(name: str) -> int | None:
-    """Where protocol method ``name`` takes its ``device`` (``None``: it takes none)."""
-    params = list(inspect.signature(getattr(Backend, name)).parameters)[1:]
-    return params.index("device") if "device" in params else None
-
-
-def _forward(name: str) -> Any:
-    """The class's ``name``: what ``Fusion._bind_ops`` gives each instance, documented as the
-    protocol's method (``abc`` needs a definition on the class)."""
-
-    def op(self: Fusion, *args: Any, **kwargs: Any) -> Any:
-        return self.__dict__[name](*args, **kwargs)
-
-    op.__name__ = name
-    op.__qualname__ = f"Fusion.{name}"
-    op.__doc__ = getattr(Backend, name).__doc__
-    return op
-
-
 def _looked_up(inner: Backend, name: str) -> Any:
     """``inner.<name>``, found when called."""
 
@@ -154,27 +126,6 @@ def _recording(method: Any, begin: Any, end: Any) -> Any:
     return run
 
 
-def _on_inner_device(method: Any, device_at: int) -> Any:
-    """``method`` called with this backend's device among its arguments replaced by the inner
-    backend's."""
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        if len(args) > device_at:
-            args = (*args[:device_at], args[device_at].native, *args[device_at + 1:])
-        elif "device" in kwargs:
-            kwargs["device"] = kwargs["device"].native
-        return method(*args, **kwargs)
-
-    return run
-
-
 #: The protocol methods ``Fusion`` forwards to its inner backend, with where each takes its
 #: device.
-_FORWARDED: dict[str, int | None] = {}
-for _name in dir(Backend):
-    if (_name.startswith("__") or _name in _OWN or _name in Fusion.__dict__
-            or not inspect.isfunction(getattr(Backend, _name))):
-        continue
-    _FORWARDED[_name] = _device_param(_name)
-    setattr(Fusion, _name, _forward(_name))
-abc.update_abstractmethods(Fusion)
+_FORWARDED = forward_ops(Fusion, frozenset({"fuser"}))
