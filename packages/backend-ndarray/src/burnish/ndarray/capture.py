@@ -225,7 +225,7 @@ class NdArrayRecord:
         # The last call that reads each result: it is let go there (unless returned).
         last: dict[tuple[int, int], int] = {}
         for index, (_, _, args, kwargs, _) in enumerate(recorder.calls):
-            for ref in _refs((args, kwargs)):
+            for ref in _found((args, kwargs), _Ref):
                 if ref.kind == "out":
                     last[(ref.index, ref.position)] = index
         self.program = []
@@ -235,7 +235,7 @@ class NdArrayRecord:
             # reads one last must not take it for a temporary and write into it.
             pin = any(call == index for call, _ in kept)
             self.program.append((function, args, kwargs, drop, pin))
-        self.consts = [c.array for c in _consts([c[2:4] for c in recorder.calls])]
+        self.consts = [c.array for c in _found([c[2:4] for c in recorder.calls], _Const)]
         self._baseline: list[int] | None = None
 
     def valid(self) -> bool:
@@ -290,26 +290,16 @@ def _decode(value: Any, inputs: Sequence[np.ndarray],
     return value
 
 
-def _refs(value: Any):
-    if type(value) is _Ref:
+def _found(value: Any, kind: type):
+    """The objects of type ``kind`` (``_Ref``, ``_Const``) in an encoded argument structure."""
+    if type(value) is kind:
         yield value
     elif isinstance(value, list | tuple):
         for v in value:
-            yield from _refs(v)
+            yield from _found(v, kind)
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _refs(v)
-
-
-def _consts(value: Any):
-    if type(value) is _Const:
-        yield value
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _consts(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _consts(v)
+            yield from _found(v, kind)
 
 
 class NdArrayCapturer:
