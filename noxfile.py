@@ -51,13 +51,14 @@ def has_system_opencl_driver() -> bool:
 EXTRAS = {} if has_system_opencl_driver() else {"backend-rocm": "[pocl]"}
 
 #: What the conformance session runs without arguments: every first-party backend and its
-#: gradients, and ndarray and rocm with every op recorded and replayed (``--replay``). Each
+#: gradients, and ndarray, wgpu and rocm with every op recorded and replayed (``--replay``). Each
 #: entry is a backend followed by options of the suite. The GPU backends run on whatever drivers the
 #: machine has (CI: Mesa's lavapipe for wgpu, PoCL for rocm).
 #: The longest first: ``run_parallel`` runs them two or more at a time.
 CONFORMANCE_BACKENDS = ("rocm --replay", "autodiff+rocm", "rocm", "fusion+rocm",
-                        "autodiff+fusion+wgpu", "autodiff+wgpu", "wgpu", "fusion+wgpu",
-                        "ndarray --replay", "autodiff+ndarray", "ndarray", "fusion+ndarray")
+                        "autodiff+fusion+wgpu", "autodiff+wgpu", "wgpu --replay", "wgpu",
+                        "fusion+wgpu", "ndarray --replay", "autodiff+ndarray", "ndarray",
+                        "fusion+ndarray")
 #: Backends that need a driver; ``BURNISH_REQUIRE_BACKENDS`` (comma-separated, or ``all``) makes
 #: one that cannot start fail the sessions instead of being skipped (CI sets it).
 DRIVER_BACKENDS = {"wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "

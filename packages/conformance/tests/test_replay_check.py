@@ -111,25 +111,45 @@ def test_a_replay_that_copies_no_argument_in_is_seen(monkeypatch):
     np.testing.assert_array_equal(x.to_numpy(), VALUES)  # the argument itself is untouched
 
 
-def test_an_op_that_cannot_be_captured_runs_eagerly_and_is_counted():
+def test_an_op_that_cannot_be_captured_runs_eagerly_and_is_counted(monkeypatch):
+    inner, device = started("rocm")
+    check = CaptureCheck(inner, device)
+    plain = type(inner).exp
+
+    def exp_reading_the_host(x):  # an op that looks at a value on the host
+        out = plain(inner, x)
+        inner.read([out], [float32])
+        return out
+
+    monkeypatch.setattr(inner, "exp", exp_reading_the_host, raising=False)
+    x = Tensor.from_data(np.arange(4, dtype=np.float32), device=check.wrap_device(device))
+    np.testing.assert_allclose(x.exp().to_numpy(), np.exp(np.arange(4, dtype=np.float32)),
+                               rtol=1e-6)
+    x.exp()
+    assert check.replayed["exp"] == 0
+    (reason,) = check.eager["exp"]
+    assert check.eager["exp"][reason] == 2
+    assert "reads tensor values on the host" in reason, reason
+    assert "<line>" in reason and ".py:" not in reason, reason
+    summary = check.summary()
+    assert summary[0].endswith("2 ran eagerly because they cannot be captured (1 ops)"), summary
+    assert "  exp: 2 eager, 0 replayed" in summary, summary
+
+
+def test_random_draws_replay_and_follow_the_seed():
+    """The generator's state lives on the device: draws are recorded and replayed, and a seed
+    gives the same numbers again."""
     inner, device = started("rocm")
     check = CaptureCheck(inner, device)
     burnish.seed(3)
     first = Tensor.random((64,), device=check.wrap_device(device), dtype=float32).to_numpy()
-    burnish.seed(3)
     second = Tensor.random((64,), device=check.wrap_device(device), dtype=float32).to_numpy()
-    # Each draw's numbers differ, so its two recordings differ: the eager draw is returned,
-    # the first after the seed, as without --replay.
-    np.testing.assert_array_equal(first, second)
+    burnish.seed(3)
+    again = Tensor.random((64,), device=check.wrap_device(device), dtype=float32).to_numpy()
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, second)
     assert ((first >= 0) & (first < 1)).all()
-    assert check.replayed["random"] == 0
-    (reason,) = check.eager["random"]
-    assert check.eager["random"][reason] == 2
-    assert "other values on each call" in reason, reason
-    assert "<line>" in reason and ".py:" not in reason, reason
-    summary = check.summary()
-    assert summary[0].endswith("2 ran eagerly because they cannot be captured (1 ops)"), summary
-    assert "  random: 2 eager, 0 replayed" in summary, summary
+    assert check.replayed["random"] == 3 and "random" not in check.eager
 
 
 @pytest.mark.parametrize(("backend", "why"), [

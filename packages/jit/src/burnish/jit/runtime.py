@@ -66,6 +66,9 @@ class Runtime(ABC):
         #: Errors kernels found on the device, raised at the next read (``DeviceErrors``),
         #: made by the first check that needs them.
         self.device_errors: DeviceErrors | None = None
+        #: The random generator's seed and draw count on the device (``kernels.random``), made
+        #: by the first draw.
+        self.random_state: DeviceBuffer | None = None
         #: What ``burnish.capture`` records and replays this device with (``JitBase.capturer``).
         self.capturer: Any = None
         #: The fused kernels made on this device, by key (``kernels.fused.FusedProgram``).

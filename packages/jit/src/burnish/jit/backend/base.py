@@ -34,7 +34,6 @@ class JitBase(Backend):
         self._devices: list[Device] | None = None
         self._runtimes: dict[Device, Runtime] = {}
         self._seed = 0
-        self._draws = 0
         self._fuser = None
 
     @abstractmethod
@@ -77,7 +76,8 @@ class JitBase(Backend):
 
     def seed(self, seed: int) -> None:
         self._seed = seed
-        self._draws = 0
+        for runtime in self._runtimes.values():
+            random_kernels.reseed(runtime, seed)
 
     def sync(self, device: Device) -> None:
         runtime = self.runtime(device)
@@ -214,8 +214,7 @@ class JitBase(Backend):
                device: Device) -> JitTensor:
         self._check_dtype(dtype, device)
         out = self._new(tuple(shape), dtype, device)
-        self._draws += 1
-        random_kernels.fill(out, distribution, self._seed, self._draws)
+        random_kernels.fill(out, distribution, self._seed)
         return out
 
     def cast(self, x: JitTensor, from_dtype: DType, to_dtype: DType) -> JitTensor:
