@@ -128,6 +128,92 @@ def test_a_training_step_replays_the_eager_training_bitwise(gpu, optimizer):
     assert sum(s["replays"] for s in stats) >= 4, stats
 
 
+def test_random_draws_are_fresh_on_every_replay_and_follow_the_seed(gpu):
+    """The generator's seed and draw count live on the device: a captured draw (dropout) is
+    new on every replay, and the draws are those an eager run with that seed makes."""
+    device = device_of(gpu)
+
+    def noisy(x):
+        return x + Tensor.random(x.shape, bn.Distribution.uniform(0, 1), device=device)
+
+    captured = bn.capture(noisy, strict=True)
+    x = Tensor.zeros([64], device=device)
+    bn.seed(7)
+    got = [captured(x).to_numpy() for _ in range(6)]
+    bn.seed(7)
+    want = [noisy(x).to_numpy() for _ in range(6)]
+    assert captured.stats()[0]["replays"] == 3
+    assert len({d.tobytes() for d in got}) == 6
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    bn.seed(7)  # reseeding reaches the record's generator too
+    np.testing.assert_array_equal(captured(x).to_numpy(), want[0])
+
+
+def test_a_training_step_with_dropout_replays(gpu):
+    from burnish.nn import CrossEntropyLoss, Dropout
+    from burnish.optim import Sgd
+
+    device = device_of(f"autodiff+{gpu}")
+    rng = np.random.default_rng(4)
+    dropout, loss_fn = Dropout(0.5), CrossEntropyLoss()
+
+    def trainer(optimizer):
+        def step(model, x, y):
+            loss = loss_fn(dropout(model(x)), y)
+            return optimizer.step(0.01, model, loss.backward()), loss.detach()
+        return step
+
+    eager_step, captured_step = trainer(Sgd()), bn.capture(trainer(Sgd()), strict=True)
+    eager, captured = mlp(device, rng), mlp(device, rng)
+    batches = [(Tensor.from_data(data(rng, 8, 16), device=device),
+                Tensor.from_data(rng.integers(0, 4, 8), device=device)) for _ in range(8)]
+    losses = {}
+    for name, step, model in (("eager", eager_step, eager), ("captured", captured_step, captured)):
+        bn.seed(3)
+        losses[name] = []
+        for x, y in batches:
+            model, loss = step(model, x, y)
+            losses[name].append(loss.item())
+        if name == "eager":
+            eager = model
+        else:
+            captured = model
+    assert sum(s["replays"] for s in captured_step.stats()) >= 3, captured_step.stats()
+    assert losses["captured"] == losses["eager"]
+    for p, q in zip(eager.params(), captured.params()):
+        np.testing.assert_array_equal(q.val().to_numpy(), p.val().to_numpy())
+
+
+def test_a_record_packs_buffers_whose_uses_do_not_overlap(gpu):
+    """A buffer dead early (``a``) lends its memory to a later one of another size (``b``),
+    which the eager run's pool could not (it reuses a buffer only within its size class);
+    the replays still give the eager results."""
+    device = device_of(gpu)
+
+    def step(x, y):
+        a = x * 2.0  # 256 KiB, dead once summed
+        total = a.sum()
+        b = y * 3.0 + total  # two of 128 KiB (y * 3, then b), made after a's last use
+        return b, total
+
+    captured = bn.capture(step, strict=True)
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        x = Tensor.from_data(data(rng, 256, 256), device=device)
+        y = Tensor.from_data(data(rng, 128, 256), device=device)
+        b, total = captured(x, y)
+        want_b, want_total = step(x, y)
+        np.testing.assert_array_equal(b.to_numpy(), want_b.to_numpy())
+        assert total.item() == want_total.item()
+    (entry,) = captured._entries.values()
+    blocks = sorted(buffer.nbytes for buffer in entry.record.blocks)
+    # a's memory holds y * 3 later; b (in use with y * 3) has its own; the sum's partial
+    # results and the total share the small ones.
+    big = [n for n in blocks if n >= 128 * 1024]
+    assert big == [128 * 1024, 256 * 1024] and sum(blocks) < 400 * 1024, blocks
+
+
 def test_capturable_adam_matches_adam(gpu):
     """The device-side bias corrections (float32) agree with the host's."""
     from burnish.optim import Adam

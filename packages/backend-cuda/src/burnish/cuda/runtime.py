@@ -251,6 +251,24 @@ class CudaRuntime(Runtime):
         # launch for the epilogue.
         return dtype.name == "float32" and macs <= FUSED_PRODUCT_MACS and not gemm.tf32_allowed()
 
+    def relocate(self, args: tuple, moves: Sequence[tuple[Any, Any, int]]) -> tuple:
+        """Also moves the device addresses (ints or ``ctypes.c_void_p``) that cuBLAS and cuDNN
+        calls take, where one points into a moved buffer."""
+        spans = [(old.ptr, old.ptr + nbytes, new.ptr) for old, new, nbytes in moves]
+
+        def move(arg: Any) -> Any:
+            pointer = type(arg) is ctypes.c_void_p
+            if not pointer and type(arg) is not int:
+                return arg
+            value = arg.value if pointer else arg
+            for low, high, base in spans:
+                if value and low <= value < high:
+                    value = base + value - low
+                    return ctypes.c_void_p(value) if pointer else value
+            return arg
+
+        return tuple(move(a) for a in super().relocate(args, moves))
+
     def replayer(self, commands: Sequence[tuple]):
         """A capture's commands as CUDA graphs, one launch per replay. The copies into the
         record's inputs from its own outputs (the tensors a training loop carries from step to

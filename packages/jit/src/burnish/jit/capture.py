@@ -26,6 +26,7 @@ step costs one device copy per carried tensor and no host work per op.
 
 from __future__ import annotations
 
+import bisect
 import gc
 import threading
 import weakref
@@ -52,7 +53,8 @@ class Recorder:
 
     Commands are tuples: ``("launch", compiled, handles, info, groups)``,
     ``("write", handle, offset, data)``, ``("copy", src, src_offset, dst, dst_offset, nbytes)``
-    and ``("call", fn, args, key)`` (a vendor library's work, ``Runtime.call``).
+    and ``("call", fn, args, key, handles)`` (a vendor library's work, ``Runtime.call``;
+    ``handles``: the buffers it reads and writes).
     """
 
     def __init__(self, runtime: Runtime):
@@ -64,6 +66,8 @@ class Recorder:
         self.first: dict[int, list] = {}
         #: ids of the handles the pool gave out during the call
         self.allocated: set[int] = set()
+        #: id(handle) -> the command indices at which the pool gave it out (``JitRecord``)
+        self.births: dict[int, list[int]] = {}
         #: ids of handles that held a value from before the call and were given out again
         self.consumed: dict[int, str] = {}
         #: ids of handles some launch or copy wrote
@@ -99,6 +103,7 @@ class Recorder:
         if entry is not None and not entry[2] and entry[1] == "r":
             self.consumed.setdefault(key, self.locations[-1] if self.locations else where())
         self.allocated.add(key)
+        self.births.setdefault(key, []).append(len(self.commands))
 
     def _touch(self, handle: Any, use: str) -> None:
         key = id(handle)
@@ -141,7 +146,7 @@ class Recorder:
         for handle in writes:
             self._touch(handle, "r")
             self.written.add(id(handle))
-        self.commands.append(("call", fn, args, key))
+        self.commands.append(("call", fn, args, key, (*reads, *writes)))
         self.locations.append(where())
         fn(*args)
 
@@ -377,9 +382,95 @@ class JitRecord:
             self.state.append(weakref.ref(owner))
         del owners
 
-        self.commands = commands
-        self.replayer = runtime.replayer(commands)
+        #: The memory the record's outputs and working buffers share (``_share_memory``).
+        self.blocks: list[DeviceBuffer] = []
+        self.commands = self._share_memory(commands, recorder.births)
+        self.replayer = runtime.replayer(self.commands)
         self._output_handles = {id(s.handle): key for key, s in self.outputs.items()}
+
+    def _share_memory(self, commands: list[tuple], births: dict[int, list[int]]
+                      ) -> list[tuple]:
+        """``commands`` with the record's working buffers and outputs packed into less memory.
+
+        Each allocation the recorded call made (``births``: where each of the record's buffers
+        was handed out, as command indices; the pool hands a freed buffer out again) is in use
+        from its first command to its last, outputs to the end. Allocations whose uses do not
+        overlap share one block of memory (a forward activation dead before the optimizer
+        writes the new weights): greedy by size, the largest first, each into the smallest
+        block none of whose allocations is in use at the same time, else a block of its own.
+        The eager run could not do this: its pool reuses a freed buffer only for a request of
+        the same size class, and only once it is freed, so a step's buffers add up to more
+        than what is in use at any moment."""
+        owned: dict[int, Any] = {}  # id(handle) -> its DeviceBuffer or output _Slot
+        for buffer in self.internal:
+            owned[id(buffer.handle)] = buffer
+        for slot in self.outputs.values():
+            owned[id(slot.handle)] = slot
+        nbytes = {key: _owner(holder).nbytes for key, holder in owned.items()}
+        # (handle id, allocation number) -> [first use, last use]
+        spans: dict[tuple[int, int], list[int]] = {}
+        uses: list[list[tuple[int, int]]] = []  # per command, the allocation of each handle
+        for i, command in enumerate(commands):
+            used = []
+            for handle in _handles(command):
+                key = id(handle)
+                if key not in owned:
+                    used.append(None)
+                    continue
+                generation = max(bisect.bisect_right(births.get(key, ()), i) - 1, 0)
+                span = spans.setdefault((key, generation), [i, i])
+                span[1] = i
+                used.append((key, generation))
+            uses.append(used)
+        end = len(commands)
+        for key in self.outputs:  # the call returns them: in use to the end
+            generation = max(len(births.get(key, ())) - 1, 0)
+            spans.setdefault((key, generation), [end, end])[1] = end
+        blocks: list[list] = []  # [size, [(first, last), ...]]
+        block_of: dict[tuple[int, int], list] = {}
+        for alloc in sorted(spans, key=lambda a: -nbytes[a[0]]):
+            first, last = spans[alloc]
+            fits = [b for b in blocks if all(last < a or first > z for a, z in b[1])]
+            if fits:  # the smallest: big blocks stay free for big allocations
+                block = min(fits, key=lambda b: b[0])
+                block[1].append((first, last))
+            else:
+                block = [nbytes[alloc[0]], [(first, last)]]
+                blocks.append(block)
+            block_of[alloc] = block
+        # Memory for the blocks: the recorded buffers of their size first. A result the caller
+        # still holds keeps its buffer (it is the caller's now).
+        runtime, free = self.runtime, {}
+        for holder in owned.values():
+            if isinstance(holder, _Slot):
+                viewer, owner = holder.viewing(), holder.holder
+                holder.viewer = None
+                if viewer is not None and viewer.handle is owner.handle:
+                    _repoint(viewer, owner)
+                    continue
+                holder = owner
+            free.setdefault(holder.nbytes, []).append(holder)
+        owned.clear()
+        self.internal = []
+        memory: dict[int, DeviceBuffer] = {}
+        for block in blocks:
+            found = free.get(block[0])
+            if found:
+                memory[id(block)] = found.pop()
+        free = holder = None  # what no block took goes back to the pool, before new memory is taken
+        for block in blocks:
+            if id(block) not in memory:
+                memory[id(block)] = runtime.pool.alloc(block[0])
+        self.blocks = list(memory.values())
+        for key, slot in self.outputs.items():
+            generation = max(len(births.get(key, ())) - 1, 0)
+            slot.holder = _alias(memory[id(block_of[(key, generation)])], nbytes[key])
+        relocated = []
+        for command, used in zip(commands, uses):
+            moves = [(handle, memory[id(block_of[alloc])].handle, nbytes[alloc[0]])
+                     for handle, alloc in zip(_handles(command), used) if alloc is not None]
+            relocated.append(_relocated(runtime, command, moves) if moves else command)
+        return relocated
 
     # -- replaying ------------------------------------------------------------------------------
 
@@ -443,14 +534,60 @@ class JitRecord:
         if self.released:
             return
         self.released = True
-        for slot in (*self.inputs.values(), *self.outputs.values()):
+        for slot in self.inputs.values():
             viewer = slot.viewing()
             if viewer is not None and viewer.handle is slot.handle:
                 _repoint(viewer, slot.holder)
+        for slot in self.outputs.values():  # their memory is a block's: results move to a copy
+            slot.evict(self.runtime)
         self.inputs.clear()
         self.outputs.clear()
         self.internal.clear()
+        self.blocks.clear()
         self.replayer = None
+
+
+def _alias(owner: DeviceBuffer, nbytes: int) -> DeviceBuffer:
+    """A ``DeviceBuffer`` over the first ``nbytes`` of ``owner``'s memory that never frees
+    it."""
+    alias = _new(DeviceBuffer)
+    alias.pool, alias.handle, alias.nbytes = None, owner.handle, nbytes
+    return alias
+
+
+def _handles(command: tuple) -> tuple:
+    """The buffers a recorded command uses."""
+    kind = command[0]
+    if kind == "launch":
+        return command[2]
+    if kind == "write":
+        return (command[1],)
+    if kind == "copy":
+        return (command[1], command[3])
+    return command[4]
+
+
+def _relocated(runtime: Runtime, command: tuple, moves: list[tuple[Any, Any, int]]) -> tuple:
+    """``command`` with its buffers moved: each ``(old, new, nbytes)`` of ``moves`` puts
+    ``new`` where ``old`` was."""
+    new = {id(old): to for old, to, _ in moves}
+
+    def to(handle: Any) -> Any:
+        return new.get(id(handle), handle)
+
+    kind = command[0]
+    if kind == "launch":
+        return ("launch", command[1], tuple(to(h) for h in command[2]), command[3], command[4])
+    if kind == "write":
+        return ("write", to(command[1]), command[2], command[3])
+    if kind == "copy":
+        return ("copy", to(command[1]), command[2], to(command[3]), command[4], command[5])
+    return ("call", command[1], runtime.relocate(command[2], moves), command[3],
+            tuple(to(h) for h in command[4]))
+
+
+def _owner(holder: Any) -> DeviceBuffer:
+    return holder.holder if isinstance(holder, _Slot) else holder
 
 
 def _span(x: JitTensor) -> tuple[int, int]:

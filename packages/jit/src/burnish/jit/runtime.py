@@ -131,6 +131,14 @@ class Runtime(ABC):
         buffers, makes two such calls the same work)."""
         fn(*args)
 
+    def relocate(self, args: tuple, moves: Sequence[tuple[Any, Any, int]]) -> tuple:
+        """The arguments of a recorded ``call`` with its buffers moved: each ``(old, new,
+        nbytes)`` of ``moves`` puts ``new`` where ``old`` was (a capture packing its memory).
+        This default replaces the buffers themselves; a runtime whose library calls take
+        addresses moves those too."""
+        new = {id(old): to for old, to, _ in moves}
+        return tuple(new.get(id(a), a) for a in args)
+
     def replayer(self, commands: Sequence[tuple]):
         """A function that enqueues a capture's recorded ``commands`` again
         (``burnish.jit.capture``), after ``copies``: ``(src, dst, start, end, stable)``, the
