@@ -406,3 +406,40 @@ def test_work_of_other_threads_is_not_recorded(gpu):
         sizes[side] = len(entry.record.commands)
     assert sizes[True] == sizes[False]
     assert [t.tolist() for t in made] == [[0.0, 3.0, 6.0, 9.0]] * 3  # the 3 eager calls
+
+
+def test_an_arena_places_allocations_in_use_together_apart():
+    """Where a runtime's handles can point into a buffer (cuda), a record's allocations get
+    offsets in one buffer: those in use at the same time never share a byte, and the buffer is
+    the most that is in use at once when the sizes allow it."""
+    from burnish.jit.capture import _arena
+
+    class Pool:
+        def alloc(self, nbytes):
+            self.nbytes = nbytes
+            return type("Buffer", (), {"handle": 0, "nbytes": nbytes})()
+
+    class Runtime:
+        pool = Pool()
+
+        def view(self, handle, offset):
+            return handle + offset
+
+    rng = np.random.default_rng(6)
+    spans, nbytes = {}, {}
+    for key in range(200):
+        first = int(rng.integers(0, 500))
+        spans[(key, 0)] = [first, first + int(rng.integers(0, 60))]
+        nbytes[key] = 256 * int(rng.integers(1, 64))
+    runtime = Runtime()
+    handles, (arena,) = _arena(runtime, spans, nbytes, {})
+    for a, (first, last) in spans.items():
+        for b, (first_b, last_b) in spans.items():
+            if a < b and first <= last_b and first_b <= last:  # in use together
+                low, high = sorted([(handles[a], nbytes[a[0]]), (handles[b], nbytes[b[0]])])
+                assert low[0] + low[1] <= high[0], (a, b)
+    for alloc, handle in handles.items():
+        assert handle % 256 == 0 and handle + nbytes[alloc[0]] <= arena.nbytes
+    busiest = max(sum(nbytes[a[0]] for a, (f, z) in spans.items() if f <= t <= z)
+                  for t in range(600))
+    assert arena.nbytes <= 1.25 * busiest, (arena.nbytes, busiest)

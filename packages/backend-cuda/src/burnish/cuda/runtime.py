@@ -251,6 +251,11 @@ class CudaRuntime(Runtime):
         # launch for the epilogue.
         return dtype.name == "float32" and macs <= FUSED_PRODUCT_MACS and not gemm.tf32_allowed()
 
+    views_buffers = True
+
+    def view(self, handle: Any, offset: int) -> Any:
+        return CudaHandle(handle.memory + offset)  # keeps the allocation alive
+
     def relocate(self, args: tuple, moves: Sequence[tuple[Any, Any, int]]) -> tuple:
         """Also moves the device addresses (ints or ``ctypes.c_void_p``) that cuBLAS and cuDNN
         calls take, where one points into a moved buffer."""

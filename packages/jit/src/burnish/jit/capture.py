@@ -426,20 +426,8 @@ class JitRecord:
         for key in self.outputs:  # the call returns them: in use to the end
             generation = max(len(births.get(key, ())) - 1, 0)
             spans.setdefault((key, generation), [end, end])[1] = end
-        blocks: list[list] = []  # [size, [(first, last), ...]]
-        block_of: dict[tuple[int, int], list] = {}
-        for alloc in sorted(spans, key=lambda a: -nbytes[a[0]]):
-            first, last = spans[alloc]
-            fits = [b for b in blocks if all(last < a or first > z for a, z in b[1])]
-            if fits:  # the smallest: big blocks stay free for big allocations
-                block = min(fits, key=lambda b: b[0])
-                block[1].append((first, last))
-            else:
-                block = [nbytes[alloc[0]], [(first, last)]]
-                blocks.append(block)
-            block_of[alloc] = block
-        # Memory for the blocks: the recorded buffers of their size first. A result the caller
-        # still holds keeps its buffer (it is the caller's now).
+        # The recorded memory goes back to the pool (a result the caller still holds keeps its
+        # buffer: it is the caller's now), then the packed memory is taken from it.
         runtime, free = self.runtime, {}
         for holder in owned.values():
             if isinstance(holder, _Slot):
@@ -452,22 +440,16 @@ class JitRecord:
             free.setdefault(holder.nbytes, []).append(holder)
         owned.clear()
         self.internal = []
-        memory: dict[int, DeviceBuffer] = {}
-        for block in blocks:
-            found = free.get(block[0])
-            if found:
-                memory[id(block)] = found.pop()
-        free = holder = None  # what no block took goes back to the pool, before new memory is taken
-        for block in blocks:
-            if id(block) not in memory:
-                memory[id(block)] = runtime.pool.alloc(block[0])
-        self.blocks = list(memory.values())
+        place = _arena if runtime.views_buffers else _blocks
+        handle_of, self.blocks = place(runtime, spans, nbytes, free)
         for key, slot in self.outputs.items():
             generation = max(len(births.get(key, ())) - 1, 0)
-            slot.holder = _alias(memory[id(block_of[(key, generation)])], nbytes[key])
+            slot.holder = _new(DeviceBuffer)
+            slot.holder.pool, slot.holder.nbytes = None, nbytes[key]
+            slot.holder.handle = handle_of[(key, generation)]
         relocated = []
         for command, used in zip(commands, uses):
-            moves = [(handle, memory[id(block_of[alloc])].handle, nbytes[alloc[0]])
+            moves = [(handle, handle_of[alloc], nbytes[alloc[0]])
                      for handle, alloc in zip(_handles(command), used) if alloc is not None]
             relocated.append(_relocated(runtime, command, moves) if moves else command)
         return relocated
@@ -547,12 +529,70 @@ class JitRecord:
         self.replayer = None
 
 
-def _alias(owner: DeviceBuffer, nbytes: int) -> DeviceBuffer:
-    """A ``DeviceBuffer`` over the first ``nbytes`` of ``owner``'s memory that never frees
-    it."""
-    alias = _new(DeviceBuffer)
-    alias.pool, alias.handle, alias.nbytes = None, owner.handle, nbytes
-    return alias
+def _blocks(runtime: Runtime, spans: dict[tuple, list[int]], nbytes: dict[int, int],
+            free: dict[int, list[DeviceBuffer]]) -> tuple[dict[tuple, Any], list[DeviceBuffer]]:
+    """Allocations (``spans``: each one's first and last command) packed into whole buffers,
+    one allocation at a time in each: greedy by size, the largest first, each into the
+    smallest buffer none of whose allocations is in use at the same time, else a buffer of
+    its own. Returns each allocation's handle and the buffers (the recorded ones of ``free``
+    first, the rest from the pool)."""
+    blocks: list[list] = []  # [size, [(first, last), ...]]
+    block_of: dict[tuple, list] = {}
+    for alloc in sorted(spans, key=lambda a: -nbytes[a[0]]):
+        first, last = spans[alloc]
+        fits = [b for b in blocks if all(last < a or first > z for a, z in b[1])]
+        if fits:  # the smallest: big blocks stay free for big allocations
+            block = min(fits, key=lambda b: b[0])
+            block[1].append((first, last))
+        else:
+            block = [nbytes[alloc[0]], [(first, last)]]
+            blocks.append(block)
+        block_of[alloc] = block
+    memory: dict[int, DeviceBuffer] = {}
+    for block in blocks:
+        found = free.get(block[0])
+        if found:
+            memory[id(block)] = found.pop()
+    free.clear()  # what no block took goes back to the pool, before new memory is taken
+    for block in blocks:
+        if id(block) not in memory:
+            memory[id(block)] = runtime.pool.alloc(block[0])
+    return ({alloc: memory[id(block)].handle for alloc, block in block_of.items()},
+            list(memory.values()))
+
+
+#: Where allocations start in an arena (``_arena``): CUDA's alignment for any access.
+_ALIGN = 256
+
+
+def _arena(runtime: Runtime, spans: dict[tuple, list[int]], nbytes: dict[int, int],
+           free: dict[int, list[DeviceBuffer]]) -> tuple[dict[tuple, Any], list[DeviceBuffer]]:
+    """Allocations (``spans``: each one's first and last command) placed at offsets of one
+    buffer (runtimes whose handles can point into a buffer, ``Runtime.view``): greedy by size,
+    as TensorFlow Lite places its tensors: the largest first, each into the smallest gap
+    between the allocations already placed that are in use at the same time, else above
+    them. Returns each allocation's handle and the buffer."""
+    order = sorted(spans, key=lambda a: -nbytes[a[0]])
+    count = len(order)
+    offsets = np.zeros(count, np.int64)
+    sizes = np.array([-(-nbytes[a[0]] // _ALIGN) * _ALIGN for a in order], np.int64)
+    firsts = np.array([spans[a][0] for a in order], np.int64)
+    lasts = np.array([spans[a][1] for a in order], np.int64)
+    for i in range(count):
+        size, first, last = sizes[i], firsts[i], lasts[i]
+        together = np.flatnonzero((firsts[:i] <= last) & (lasts[:i] >= first))
+        offset, best, best_gap = 0, None, None
+        for j in together[np.argsort(offsets[together], kind="stable")]:
+            gap = offsets[j] - offset
+            if gap >= size and (best_gap is None or gap < best_gap):
+                best, best_gap = offset, gap
+            offset = max(offset, offsets[j] + sizes[j])
+        offsets[i] = offset if best is None else best
+    free.clear()  # the recorded buffers go back to the pool, before the arena is taken
+    total = int((offsets + sizes).max()) if count else 0
+    arena = runtime.pool.alloc(max(total, _ALIGN))
+    return ({alloc: runtime.view(arena.handle, int(offsets[i])) for i, alloc in enumerate(order)},
+            [arena])
 
 
 def _handles(command: tuple) -> tuple:

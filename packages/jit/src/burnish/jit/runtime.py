@@ -131,6 +131,15 @@ class Runtime(ABC):
         buffers, makes two such calls the same work)."""
         fn(*args)
 
+    #: Whether ``view`` can make a handle that points into another buffer (a capture's record
+    #: then places its allocations at offsets of one buffer).
+    views_buffers = False
+
+    def view(self, handle: Any, offset: int) -> Any:
+        """A handle for the memory of ``handle`` from byte ``offset`` on (where
+        ``views_buffers``), valid as long as ``handle``'s buffer is."""
+        raise NotImplementedError(f"{type(self).__name__} cannot point into a buffer")
+
     def relocate(self, args: tuple, moves: Sequence[tuple[Any, Any, int]]) -> tuple:
         """The arguments of a recorded ``call`` with its buffers moved: each ``(old, new,
         nbytes)`` of ``moves`` puts ``new`` where ``old`` was (a capture packing its memory).
