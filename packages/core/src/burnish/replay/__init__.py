@@ -44,12 +44,12 @@ from burnish.device import Device
 from burnish.errors import CaptureError
 from burnish.replay.tree import (
     Leaf,
+    builder,
     difference,
     flatten,
     global_names,
     held,
     leaves_of,
-    rebuild,
     template_of,
 )
 from burnish.tensor import Tensor
@@ -258,6 +258,8 @@ class Captured:
             entry.states = [Leaf(after[i], self._capturer(after[i]._device)) for i in updated]
             for leaf in leaves_of(template):
                 leaf.capturer = self._capturer(leaf.device)
+            entry.build = builder(template)
+            entry.state_builders = [builder(state) for state in entry.states]
         except CaptureError as error:
             entry.failed = str(error)
             entry.recorder = None
@@ -325,6 +327,8 @@ class _Entry:
         self.template: Any = None
         self.updated: list[int] = []  # the held tensors a call replaces, by position
         self.states: list[Leaf] = []  # and what replaces them
+        self.build: Any = None  # the template, as a function of the replayed values
+        self.state_builders: list[Any] = []  # the states, likewise
         self.failed: str | None = None
 
     def replay(self, leaves: list[Any], places: list[tuple[Any, Any]]) -> Any:
@@ -332,10 +336,10 @@ class _Entry:
         it (``places``: where each tensor of the arguments and held state lies), and return
         the result rebuilt around the new tensors."""
         outputs = iter(self.record.replay(leaves))
-        result = rebuild(self.template, outputs)
-        for i, state in zip(self.updated, self.states):
+        result = self.build(outputs)
+        for i, build in zip(self.updated, self.state_builders):
             container, key = places[i]
-            value = rebuild(state, outputs)
+            value = build(outputs)
             if isinstance(container, dict | list):
                 container[key] = value
             else:
@@ -350,7 +354,7 @@ class _Entry:
     def release(self) -> None:
         if self.record is not None:
             self.record.release()
-        self.record = self.recorder = self.template = None
+        self.record = self.recorder = self.template = self.build = None
 
 
 #: How many new signatures in a row, with no replay between them, mean that the signature

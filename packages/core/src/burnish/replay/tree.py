@@ -9,7 +9,7 @@ import copy
 import enum
 import functools
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from burnish.device import Device
@@ -262,40 +262,61 @@ def leaves_of(template: Any) -> list[Leaf]:
     return [leaf for part in template.parts.values() for leaf in leaves_of(part)]
 
 
-def rebuild(template: Any, outputs: Any) -> Any:
-    """``template``'s value with the next tensors of ``outputs`` in place of the recorded
-    ones."""
+def builder(template: Any) -> Callable[[Iterator[Any]], Any]:
+    """A function that makes ``template``'s value with the next tensors of an iterator of
+    replayed values in place of the recorded ones. Worked out once per record, so that a
+    replay walks no template: per tensor and per container it costs one call."""
     kind = type(template)
     if kind is Leaf:
-        return make(template.capturer.rebuild(template.prim, next(outputs)), template.device,
-                    template.dtype)
+        prim, device, dtype = template.prim, template.device, template.dtype
+        again = template.capturer.rebuild
+
+        def leaf(outputs: Iterator[Any]) -> Any:
+            return make(again(prim, next(outputs)), device, dtype)
+
+        return leaf
     if kind is _Same:
-        return template.value
-    value, parts = template.value, template.parts
-    rebuilt = {k: rebuild(p, outputs) for k, p in parts.items()}
+        value = template.value
+        return lambda outputs: value
+    value = template.value
+    parts = [(k, builder(p)) for k, p in template.parts.items()]
     kind = type(value)
-    if kind is dict:
-        out = dict(value)
-        out.update(rebuilt)
-        return out
-    if kind is list:
-        out = list(value)
-        for k, v in rebuilt.items():
-            out[k] = v
-        return out
-    if kind is tuple:
-        return tuple([rebuilt[i] for i in range(len(value))])
+    if kind is tuple:  # every item is a part
+        makers = [make_part for _, make_part in parts]
+        return lambda outputs: tuple([make_part(outputs) for make_part in makers])
     if isinstance(value, tuple):
-        items = [rebuilt[i] for i in range(len(value))]
-        return kind(*items) if hasattr(value, "_fields") else kind(items)
+        makers = [make_part for _, make_part in parts]
+        fields = hasattr(value, "_fields")
+        return lambda outputs: (kind(*[m(outputs) for m in makers]) if fields
+                                else kind([m(outputs) for m in makers]))
+    if kind is dict or kind is list:
+        def container(outputs: Iterator[Any]) -> Any:
+            out = kind(value)
+            for k, make_part in parts:
+                out[k] = make_part(outputs)
+            return out
+
+        return container
     if isinstance(value, dict | list) or not hasattr(value, "__dict__"):
-        out = copy.copy(value)  # subclasses of dict and list, objects with __slots__
-    else:  # a plain object (a module): its attributes, without running __init__
+        def other(outputs: Iterator[Any]) -> Any:
+            rebuilt = [(k, make_part(outputs)) for k, make_part in parts]
+            out = copy.copy(value)  # subclasses of dict and list, objects with __slots__
+            for k, v in rebuilt:
+                if isinstance(out, dict | list):
+                    out[k] = v
+                else:
+                    object.__setattr__(out, k, v)
+            return out
+
+        return other
+    attributes = value.__dict__
+
+    def plain(outputs: Iterator[Any]) -> Any:  # a module: its attributes, without __init__
+        fresh = dict(attributes)
+        for k, make_part in parts:
+            fresh[k] = make_part(outputs)
         out = _new(kind)
-        out.__dict__.update(value.__dict__)
-    for k, v in rebuilt.items():
-        if isinstance(out, dict | list):
-            out[k] = v
-        else:
-            object.__setattr__(out, k, v)
-    return out
+        object.__setattr__(out, "__dict__", fresh)
+        return out
+
+    return plain

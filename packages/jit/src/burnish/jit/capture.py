@@ -461,53 +461,64 @@ class JitRecord:
         return not self.released and all(ref() is not None for ref in self.state)
 
     def replay(self, inputs: Sequence[JitTensor]) -> list[JitTensor]:
+        # Per tensor, this is the host's whole cost of a replayed step: kept to plain loops.
         runtime, pool = self.runtime, self.runtime.pool
         copies: list[tuple[Any, Any, int, int, bool]] = []
         moved: list[tuple[DeviceBuffer, _Slot, _Slot]] = []
+        slots, written, output_handles = self.inputs, self.written, self._output_handles
         for x, (key, start, end) in zip(inputs, self.input_order):
-            slot = self.inputs[key]
+            slot = slots[key]
             buffer = x.buffer
-            if buffer is slot.viewing():  # the argument lies in the input buffer already
-                if key in self.written:  # and the replay updates it: the tensor keeps a copy
-                    slot.evict(runtime)
-                continue
-            slot.evict(runtime)
-            source = self._output_handles.get(id(buffer.handle))
-            carried = source is not None and buffer.pool is None and \
-                buffer.nbytes <= slot.holder.nbytes and key not in self.written
-            if carried:  # a tensor the last replay returned: all of it moves
-                copies.append((buffer.handle, slot.handle, 0, buffer.nbytes, True))
+            viewer = slot.viewer
+            if viewer is not None:
+                if buffer is viewer():  # the argument lies in the input buffer already
+                    if key in written:  # and the replay updates it: the tensor keeps a copy
+                        slot.evict(runtime)
+                    continue
+                slot.evict(runtime)
+            source = output_handles.get(id(buffer.handle))
+            if source is not None and buffer.pool is None and \
+                    buffer.nbytes <= slot.holder.nbytes and key not in written:
+                # A tensor the last replay returned: all of it moves.
+                copies.append((buffer.handle, slot.holder.handle, 0, buffer.nbytes, True))
                 moved.append((buffer, slot, self.outputs[source]))
             else:
-                copies.append((buffer.handle, slot.handle, start, end, False))
+                copies.append((buffer.handle, slot.holder.handle, start, end, False))
         for buffer, slot, out_slot in moved:
             # After the copy it views its input buffer instead, where nothing overwrites it
             # until the next call: its output buffer is free for this replay.
-            buffer.handle, buffer.nbytes = slot.handle, slot.holder.nbytes
+            buffer.handle, buffer.nbytes = slot.holder.handle, slot.holder.nbytes
             slot.viewer = weakref.ref(buffer)
             out_slot.viewer = None
         for slot in self.outputs.values():
-            slot.evict(runtime)
+            if slot.viewer is not None:
+                slot.evict(runtime)
         self.replayer(copies)
-        made: dict[tuple[int, int], DeviceBuffer] = {}
+        made: dict[int, DeviceBuffer] = {}
         results = []
+        device = self.device
         for plan in self.output_plan:
-            if plan.slots is _ARGUMENT:
+            slots = plan.slots
+            if slots is _ARGUMENT:
                 buffer = inputs[plan.slot].buffer
-            elif plan.slots is None:
+            elif slots is None:
                 source = plan.slot
                 buffer = pool.alloc(source.nbytes)
                 type(runtime).copy(runtime, source.handle, 0, buffer.handle, 0, source.nbytes)
             else:
-                buffer = made.get((id(plan.slots), plan.slot))
+                slot = slots[plan.slot]
+                buffer = made.get(id(slot))
                 if buffer is None:
-                    slot = plan.slots[plan.slot]
-                    buffer = made[(id(plan.slots), plan.slot)] = _new(DeviceBuffer)
-                    buffer.pool, buffer.handle, buffer.nbytes = None, slot.handle, \
-                        slot.holder.nbytes
+                    buffer = made[id(slot)] = _new(DeviceBuffer)
+                    holder = slot.holder
+                    buffer.pool, buffer.handle, buffer.nbytes = None, holder.handle, \
+                        holder.nbytes
                     slot.viewer = weakref.ref(buffer)
-            results.append(JitTensor(buffer, plan.shape, plan.dtype, self.device, runtime,
-                                     plan.strides, plan.offset))
+            tensor = _new(JitTensor)
+            tensor.buffer, tensor.shape, tensor.strides, tensor.offset = \
+                buffer, plan.shape, plan.strides, plan.offset
+            tensor.dtype, tensor.device, tensor.runtime = plan.dtype, device, runtime
+            results.append(tensor)
         return results
 
     def release(self) -> None:
