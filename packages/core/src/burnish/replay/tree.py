@@ -99,31 +99,28 @@ def _short(value: Any) -> str:
 
 
 def flatten(value: Any, tensors: list[Tensor], places: list[tuple[Any, Any]],
-             parent: Any = None, at: Any = None, depth: int = 0) -> Any:
+            parent: Any = None, at: Any = None, depth: int = 0) -> Any:
     """A hashable description of ``value``'s structure and constants. Its tensors are
     appended to ``tensors`` (described later, by ``_signature``), and where each lies (its
     container and key) to ``places``."""
-    if isinstance(value, Tensor):
+    kind = type(value)
+    category = _CATEGORY.get(kind)
+    if category is None:
+        category = _category(kind)
+    if category == _TENSOR:
         tensors.append(value)
         places.append((parent, at))
         return Tensor
-    kind = type(value)
+    if category == _CONSTANT:
+        return (kind, value)
     if depth > MAX_DEPTH:
         raise CaptureError(f"its arguments nest deeper than {MAX_DEPTH} levels (or refer to "
                            "themselves)")
     depth += 1
-    if kind is tuple or kind is list:
+    if category == _SEQUENCE:
         return (kind, *[flatten(v, tensors, places, value, i, depth)
                         for i, v in enumerate(value)])
-    if kind is dict:
-        return (dict, *[(k, flatten(v, tensors, places, value, k, depth))
-                        for k, v in value.items()])
-    if isinstance(value, _CONSTANTS):
-        return (kind, value)
-    if isinstance(value, tuple | list):  # named tuples, list subclasses
-        return (kind, *[flatten(v, tensors, places, value, i, depth)
-                        for i, v in enumerate(value)])
-    if isinstance(value, dict):
+    if category == _MAPPING:
         return (kind, *[(k, flatten(v, tensors, places, value, k, depth))
                         for k, v in value.items()])
     attributes = _attributes(value)
@@ -135,6 +132,26 @@ def flatten(value: Any, tensors: list[Tensor], places: list[tuple[Any, Any]],
     except TypeError:
         return (kind, _Identity(value))
     return (kind, value)  # functions, classes and other hashable objects: as they are
+
+
+#: What ``flatten`` does with a value, by its type (worked out once per type).
+_TENSOR, _CONSTANT, _SEQUENCE, _MAPPING, _OBJECT = range(5)
+_CATEGORY: dict[type, int] = {}
+
+
+def _category(kind: type) -> int:
+    if issubclass(kind, Tensor):
+        found = _TENSOR
+    elif issubclass(kind, _CONSTANTS):
+        found = _CONSTANT
+    elif issubclass(kind, tuple | list):  # named tuples and list subclasses too
+        found = _SEQUENCE
+    elif issubclass(kind, dict):
+        found = _MAPPING
+    else:
+        found = _OBJECT
+    _CATEGORY[kind] = found
+    return found
 
 
 class _Identity:
