@@ -474,6 +474,35 @@ def measure(env: Env, runs: list[Run]) -> None:
                 run.notes.append(f"GPU busy time failed: {describe(error)}")
 
 
+def print_kernels(env: Env, name: str, run: Run, top: int, steps: int = 5) -> None:
+    """The ``top`` kernels (and copies) of ``run``'s step by GPU time, per step, from
+    ``steps`` steps traced by torch.profiler (CUPTI: every kernel of the process, burnish's
+    and those inside CUDA graphs included)."""
+    torch = env.torch
+    if torch is None or env.torch_device != "cuda" or "error" in run.figures:
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    run.finish(run.issue())
+    with profile(activities=[ProfilerActivity.CUDA]) as traced:
+        loss = None
+        for _ in range(steps):
+            loss = run.issue()
+        run.finish(loss)
+    rows = []
+    for event in traced.key_averages():
+        total = getattr(event, "device_time_total", None)
+        if total is None:
+            total = getattr(event, "cuda_time_total", 0.0)
+        if total > 0:
+            rows.append((total / steps, event.count / steps, event.key))
+    rows.sort(reverse=True)
+    whole = sum(r[0] for r in rows) or 1.0
+    print(f"\n{name}, {run.mode}: GPU time by kernel, per step ({whole / 1e3:.2f} ms in all)")
+    for total, count, key in rows[:top]:
+        print(f"  {total / 1e3:8.3f} ms {100 * total / whole:5.1f}% {count:6.1f}x  {key[:90]}")
+
+
 def describe(error: BaseException) -> str:
     """An error in one line, with where it came from."""
     where = traceback.extract_tb(error.__traceback__)
@@ -605,6 +634,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="compare burnish eager and captured training instead of timing")
     parser.add_argument("--check-steps", type=int, help="steps of --check (100; --small: 10)")
+    parser.add_argument("--kernels", type=int, default=0, metavar="N",
+                        help="after timing, print each mode's N kernels that take the most GPU "
+                             "time in a step (read through torch.profiler's CUDA tracing, "
+                             "which sees every kernel of the process: burnish's too)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the results as JSON")
     parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the table too")
     args = parser.parse_args(argv)
@@ -629,6 +662,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         runs = build(env, spec, sizes)
         measure(env, runs)
+        if args.kernels:
+            for run in runs:
+                print_kernels(env, name, run, args.kernels)
         params = None
         if name == "chargpt" and env.torch is not None:
             params = sum(p.numel() for p in models.torch_model(env.torch, name, sizes)
