@@ -19,6 +19,8 @@ from burnish.errors import AutodiffError
 
 #: ``rule(inner_backend, dtype, grad, *saved) -> one gradient (or None) per parent``; ``dtype``
 #: is the output's (and so the gradient's) dtype, ``saved`` what the op kept (see ``Node``).
+#: An op of several outputs is one node whose ``grad`` is a dict (output index -> gradient, for
+#: the outputs that received one), fed by one node per output (``output_node``).
 Rule = Callable[..., tuple[Any, ...]]
 
 #: Leaf ids: what ``Gradients`` is keyed by. ``next`` on a count is atomic under the GIL.
@@ -75,6 +77,17 @@ class Node:
         return f"Node({name}, {len(self.parents)} parents, {self.dtype})"
 
 
+def output_node(group: Node, index: int) -> Node:
+    """The node of output ``index`` of an op of several outputs whose own node is ``group``:
+    it hands its gradient to ``group`` as ``{index: grad}``; ``group``'s rule receives the dict
+    of the outputs that got one."""
+    return Node((group,), _output_backward, (index,), None, group.dtype)
+
+
+def _output_backward(inner, dtype, grad, index):
+    return ({index: grad},)
+
+
 class AutodiffPrimitive:
     """An autodiff backend's primitive: the inner backend's primitive and, when gradients flow
     through it, the node that made it. ``shape`` is the inner primitive's."""
@@ -122,7 +135,15 @@ def backward(inner: Any, root: Node, seed: Any, recomputes: bool = False) -> dic
                 if parent is None or parent_grad is None:
                     continue
                 before = pending.get(parent)
-                pending[parent] = parent_grad if before is None else inner.add(before, parent_grad)
+                if before is None:
+                    pending[parent] = parent_grad
+                elif type(before) is dict:  # an op of several outputs: gradients by output
+                    for index, grad_out in parent_grad.items():
+                        found_out = before.get(index)
+                        before[index] = grad_out if found_out is None else \
+                            inner.add(found_out, grad_out)
+                else:
+                    pending[parent] = inner.add(before, parent_grad)
         node.free()
     return found
 

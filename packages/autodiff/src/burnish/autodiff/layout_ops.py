@@ -2,14 +2,15 @@
 
 Each rule moves the gradient back where the op took its elements from: reshapes and permutes
 are undone, ``expand`` and ``repeat_dim`` sum over the copies, slices and selections scatter
-into zeros, scatters gather. Index and mask inputs get no gradient.
+into zeros, the pieces of a ``split`` are joined again (one node for all of them), scatters
+gather. Index and mask inputs get no gradient.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from burnish.autodiff.graph import AutodiffPrimitive
+from burnish.autodiff.graph import AutodiffPrimitive, Node, output_node
 from burnish.autodiff.inner_math import scalar, scatter_zeros, unbroadcast, zeros
 from burnish.backend.base import Scalar
 from burnish.backend.layout_ops import LayoutOps, Ranges
@@ -55,6 +56,14 @@ class AutodiffLayoutOps(LayoutOps):
             return P(out)
         return self._record(out, (x,), _slice_backward, (x.shape, ranges),
                             (self._inner.slice, x, ranges))
+
+    def split(self, x: P, sizes: Sequence[int], dim: int) -> list[P]:
+        pieces = self._inner.split(x.inner, sizes, dim)
+        if x.node is None:
+            return [P(piece) for piece in pieces]
+        group = Node((x.node,), _split_backward, (x.shape, tuple(sizes), dim), None,
+                     x.node.dtype)
+        return [P(piece, output_node(group, k)) for k, piece in enumerate(pieces)]
 
     def slice_assign(self, x: P, ranges: Ranges, value: P) -> P:
         out = self._inner.slice_assign(x.inner, ranges, value.inner)
@@ -150,6 +159,24 @@ def _flip_backward(b, dtype, g, axes):
 
 def _slice_backward(b, dtype, g, shape, ranges):
     return (b.slice_assign(zeros(b, shape, dtype, g), ranges, g),)
+
+
+def _split_backward(b, dtype, grads, shape, sizes, dim):
+    # grads: the pieces' gradients by index, for the pieces that got one.
+    if len(grads) == 1:  # one piece used: scattered into zeros, as a slice's
+        (k, g), = grads.items()
+        start = sum(sizes[:k])
+        ranges = tuple((start, start + sizes[k], 1) if d == dim else (0, n, 1)
+                       for d, n in enumerate(shape))
+        return (b.slice_assign(zeros(b, shape, dtype, g), ranges, g),)
+    like = next(iter(grads.values()))
+    parts = []
+    for k, size in enumerate(sizes):
+        g = grads.get(k)
+        if g is None:
+            g = zeros(b, tuple(size if d == dim else n for d, n in enumerate(shape)), dtype, like)
+        parts.append(g)
+    return (b.cat(parts, dim),)
 
 
 def _slice_assign_backward(b, dtype, g, ranges, value_shape, needs):

@@ -44,6 +44,7 @@ LAYOUT = {
     "setitem": lambda x: _set(x, (0, slice(1, 3)), 5.0),
     "chunk": lambda x: x.chunk(2, 2)[1] * x.chunk(2, 2)[0],
     "split": lambda x: burnish.cat(x.split([1, 2], 1)[::-1], 1),
+    "split_some_pieces": lambda x: (lambda p: p[0] * p[2] + p[2])(x.split([1, 0, 1, 1], 1)),
     "unbind_like": lambda x: burnish.stack(list(x), 2),
     "cat": lambda x: burnish.cat([x, x * 2.0, x[:, :1]], 1),
     "stack": lambda x: burnish.stack([x, x.exp()], 1),

@@ -39,6 +39,19 @@ class LayoutOps(ABC):
     def slice_assign(self, x: Primitive, ranges: Ranges, value: Primitive) -> Primitive:
         """A copy of ``x`` with the elements in ``ranges`` replaced by ``value`` (of that shape)."""
 
+    def split(self, x: Primitive, sizes: Sequence[int], dim: int) -> list[Primitive]:
+        """``x`` cut along ``dim`` into consecutive pieces of ``sizes`` (non-negative, adding up
+        to the dim's size), each what ``slice`` gives (Burn's ``split_with_sizes``). One op, so
+        that autodiff differentiates all the pieces together: one ``cat`` of their gradients,
+        not a full-size gradient per piece."""
+        pieces, start = [], 0
+        ranges = [(0, n, 1) for n in x.shape]
+        for size in sizes:
+            ranges[dim] = (start, start + size, 1)
+            pieces.append(self.slice(x, tuple(ranges)))
+            start += size
+        return pieces
+
     @abstractmethod
     def gather(self, x: Primitive, dim: int, indices: Primitive) -> Primitive:
         """``out[..., i, ...] = x[..., indices[..., i, ...], ...]`` along ``dim``.

@@ -242,11 +242,8 @@ class LayoutMixin:
             sizes = list(split_size)
             if sum(sizes) != size or any(s < 0 for s in sizes):
                 raise ShapeError(f"split: sizes {sizes} do not add up to dim {d}'s size {size}")
-        out, start = [], 0
-        for s in sizes:
-            out.append(self.narrow(d, start, s))
-            start += s
-        return out
+        return [self._same(piece)
+                for piece in self._device.backend.split(self._prim, tuple(sizes), d)]
 
     def __getitem__(self, index: Any) -> Tensor:
         """NumPy-style basic indexing: ints (removing the dim), slices with positive steps,
