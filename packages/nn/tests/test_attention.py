@@ -7,6 +7,7 @@ from math import erf
 import numpy as np
 import pytest
 
+import burnish as bn
 from burnish import Tensor, nn
 from burnish.errors import ShapeError
 
@@ -122,6 +123,39 @@ def test_fully_masked_rows_stay_finite():
         mha(x, mask_pad=Tensor.from_data(np.ones((1, 4), bool)))
     with pytest.raises(ValueError, match="divisible"):
         nn.MultiHeadAttentionConfig(6, 4).init()
+
+
+def test_without_weights_uses_the_fused_op_with_the_same_result(ad):
+    """``need_weights=False``: no weights, the same context (masks and a row with no key left
+    included), and the same gradients."""
+    mha = nn.MultiHeadAttentionConfig(8, 2, dropout=0.0).init(ad)
+    query, memory = data(2, 3, 8), data(2, 5, 8)
+    pad = np.zeros((2, 5), bool)
+    pad[1, 3:] = True
+    attn = np.zeros((3, 5), bool)
+    attn[0] = True
+    args = [Tensor.from_data(x, ad) for x in (query, memory)]
+    masks = {"mask_pad": Tensor.from_data(pad, ad), "mask_attn": Tensor.from_data(attn, ad)}
+    full = mha(*args, **masks)
+    fused = mha(*args, **masks, need_weights=False)
+    assert fused.weights is None
+    close(fused.context, full.context.to_numpy(), 1e-5)
+    grads_full = (full.context * full.context).sum().backward()
+    grads_fused = (fused.context * fused.context).sum().backward()
+    for param in mha.params():
+        close(param.val().grad(grads_fused), param.val().grad(grads_full).to_numpy(), 1e-4)
+
+
+def test_without_weights_dropout_while_training_takes_the_materialised_path(ad):
+    mha = nn.MultiHeadAttentionConfig(8, 2, dropout=0.5).init(ad)
+    x = Tensor.from_data(data(2, 4, 8), ad)
+    bn.seed(3)
+    dropped = mha(x, need_weights=False).context
+    bn.seed(3)
+    expected = mha(x).context  # the same draws, on the weights the default path returns
+    close(dropped, expected.to_numpy(), 1e-5)
+    evaluated = mha.valid()(x.inner(), need_weights=False).context
+    assert not np.allclose(evaluated.to_numpy(), dropped.to_numpy())
 
 
 def encoder_layer_ref(layer, x, mask=None):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from burnish import Tensor, nn
-from burnish.errors import ShapeError
+import burnish as bn
+from burnish import Tensor, nn, stack
+from burnish import functional as F
+from burnish.errors import BackendNotInstalledError, ShapeError
 
 RNG = np.random.default_rng(0)
 
@@ -139,3 +141,154 @@ def test_bilstm_round_trips_through_a_record(tmp_path):
     assert "reverse_lstm.output_gate.hidden_transform.weight" in dict(loaded.named_params())
     x = Tensor.from_data(data(2, 3, 3))
     close(loaded(x)[0], bilstm(x)[0].to_numpy(), 0)
+
+
+# -- the packed path against the per-gate formula ------------------------------------------------
+#
+# The layers project the input of every gate and step in one product and run each step as one
+# product and one cell op (``F.lstm_cell``, ``F.gru_cell``). Below is the formula they had
+# before, one product per gate and step and the gates' elementwise ops, written with burnish's
+# ops: the two must agree, forward and in every gradient.
+
+
+def per_gate_lstm(lstm, x, state=None, reverse=False):
+    batch, seq, _ = x.dims()
+    if state is None:
+        cell = hidden = Tensor.zeros([batch, lstm.d_hidden], x.device, x.dtype)
+    else:
+        cell, hidden = state
+    gates = (lstm.input_gate, lstm.forget_gate, lstm.cell_gate, lstm.output_gate)
+    inputs = [gate.input_transform(x) for gate in gates]
+    outputs = [None] * seq
+    for t in (reversed(range(seq)) if reverse else range(seq)):
+        i, f, g, o = (projected[:, t] + gate.hidden_transform(hidden)
+                      for projected, gate in zip(inputs, gates))
+        cell = F.sigmoid(f) * cell + F.sigmoid(i) * g.tanh()
+        hidden = F.sigmoid(o) * cell.tanh()
+        outputs[t] = hidden
+    return stack(outputs, 1), nn.LstmState(cell, hidden)
+
+
+def per_gate_gru(gru, x, hidden=None):
+    batch, seq, _ = x.dims()
+    if hidden is None:
+        hidden = Tensor.zeros([batch, gru.d_hidden], x.device, x.dtype)
+    reset_in, update_in, new_in = (gate.input_transform(x)
+                                   for gate in (gru.reset_gate, gru.update_gate, gru.new_gate))
+    outputs = []
+    for t in range(seq):
+        r = F.sigmoid(reset_in[:, t] + gru.reset_gate.hidden_transform(hidden))
+        z = F.sigmoid(update_in[:, t] + gru.update_gate.hidden_transform(hidden))
+        n = (new_in[:, t] + r * gru.new_gate.hidden_transform(hidden)).tanh()
+        hidden = (1.0 - z) * n + z * hidden
+        outputs.append(hidden)
+    return stack(outputs, 1), hidden
+
+
+def autodiff_device(name):
+    try:
+        return bn.backend(name).default_device()
+    except (BackendNotInstalledError, RuntimeError) as error:
+        pytest.skip(f"{name}: {error}")
+
+
+def run_both(model, packed, per_gate, x, *state):
+    """Outputs and the gradients of every parameter and of ``x`` (and of the initial state)
+    of a weighted loss over every output, through both paths."""
+    results = []
+    for run in (packed, per_gate):
+        inputs = [t.detach().require_grad() for t in (x, *state)]
+        out, final = run(model, *inputs)
+        finals = list(final) if isinstance(final, tuple) else [final]
+        weights = Tensor.from_data(np.linspace(-1, 1, out.numel()).reshape(out.shape),
+                                   x.device, x.dtype)
+        loss = (out * weights).sum() + sum((f * f).sum() for f in finals)
+        grads = loss.backward()
+        values = [out.to_numpy()] + [f.to_numpy() for f in finals]
+        values += [t.grad(grads).to_numpy() for t in inputs]
+        values += [p.val().grad(grads).to_numpy() for _, p in model.named_params()]
+        results.append(values)
+    return results
+
+
+def assert_same(results, tol):
+    packed, per_gate = results
+    assert len(packed) == len(per_gate)
+    for a, b in zip(packed, per_gate):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+# Float tolerance: the packed path adds the two biases before the hidden part, the per-gate
+# path after it; everything else is the same arithmetic.
+BACKENDS = [("autodiff+ndarray", 2e-5), ("autodiff+rocm", 5e-5), ("autodiff+wgpu", 5e-5)]
+
+
+@pytest.mark.parametrize("name,tol", BACKENDS, ids=[b for b, _ in BACKENDS])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_lstm_packed_path_matches_per_gate_formula(name, tol, reverse):
+    device = autodiff_device(name)
+    lstm = nn.LstmConfig(3, 5).init(device)
+    x = Tensor.from_data(data(2, 6, 3), device)
+    state = (Tensor.from_data(data(2, 5), device), Tensor.from_data(data(2, 5), device))
+
+    def packed(model, x, cell, hidden):
+        return model(x, nn.LstmState(cell, hidden), reverse=reverse)
+
+    def per_gate(model, x, cell, hidden):
+        return per_gate_lstm(model, x, nn.LstmState(cell, hidden), reverse=reverse)
+
+    assert_same(run_both(lstm, packed, per_gate, x, *state), tol)
+
+
+@pytest.mark.parametrize("name,tol", BACKENDS, ids=[b for b, _ in BACKENDS])
+def test_gru_packed_path_matches_per_gate_formula(name, tol):
+    device = autodiff_device(name)
+    gru = nn.GruConfig(3, 4).init(device)
+    x = Tensor.from_data(data(2, 6, 3), device)
+    results = run_both(gru, lambda m, x, h: m(x, h), per_gate_gru, x,
+                       Tensor.from_data(data(2, 4), device))
+    assert_same(results, tol)
+
+
+def test_stacked_bidirectional_packed_path_matches_per_gate_formula(ad):
+    bilstm = nn.BiLstmConfig(3, 4, bias=False).init(ad)
+    top = nn.LstmConfig(8, 3).init(ad)
+
+    class Stack(nn.Module):
+        bilstm: nn.BiLstm
+        top: nn.Lstm
+
+    model = Stack(bilstm=bilstm, top=top)
+
+    def packed(model, x):
+        return model.top(model.bilstm(x)[0])
+
+    def per_gate(model, x):
+        ahead, _ = per_gate_lstm(model.bilstm.forward_lstm, x)
+        back, _ = per_gate_lstm(model.bilstm.reverse_lstm, x, reverse=True)
+        return per_gate_lstm(model.top, bn.cat([ahead, back], 2))
+
+    assert_same(run_both(model, packed, per_gate, Tensor.from_data(data(2, 5, 3), ad)), 2e-5)
+
+
+def test_lstm_step_is_one_cell_op_and_one_product(ad, monkeypatch):
+    calls = []
+    for op in ("lstm_cell", "gru_cell", "sigmoid", "tanh"):
+        original = getattr(F, op)
+        monkeypatch.setattr(F, op, lambda *a, _op=op, _f=original: calls.append(_op) or _f(*a))
+    lstm, gru = nn.LstmConfig(3, 4).init(ad), nn.GruConfig(3, 4).init(ad)
+    x = Tensor.from_data(data(2, 5, 3), ad)
+    lstm(x)
+    gru(x)
+    assert calls == ["lstm_cell"] * 5 + ["gru_cell"] * 5
+
+
+def test_an_empty_sequence_returns_no_steps_and_the_initial_state():
+    lstm, gru = nn.LstmConfig(3, 4).init(), nn.GruConfig(3, 4).init()
+    x = Tensor.zeros([2, 0, 3])
+    out, state = lstm(x)
+    assert out.dims() == [2, 0, 4] and state.hidden.dims() == [2, 4]
+    h0 = Tensor.from_data(data(2, 4))
+    out, hidden = gru(x, h0)
+    assert out.dims() == [2, 0, 4]
+    close(hidden, h0.to_numpy(), 0)

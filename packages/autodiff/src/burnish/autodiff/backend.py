@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from burnish.autodiff.activation_ops import AutodiffActivationOps
+from burnish.autodiff.attention_ops import AutodiffAttentionOps
 from burnish.autodiff.base import AutodiffBase
 from burnish.autodiff.bool_ops import AutodiffBoolOps
 from burnish.autodiff.float_ops import AutodiffFloatOps
@@ -16,6 +17,7 @@ from burnish.autodiff.layout_ops import AutodiffLayoutOps
 from burnish.autodiff.module_ops import AutodiffModuleOps
 from burnish.autodiff.numeric_ops import AutodiffNumericOps
 from burnish.autodiff.optim_ops import AutodiffOptimOps
+from burnish.autodiff.recurrent_ops import AutodiffRecurrentOps
 from burnish.backend import Backend
 from burnish.backend.autodiff_ops import AutodiffOps
 from burnish.dtype import DType
@@ -29,8 +31,8 @@ _instances: dict[tuple[int, str], Autodiff] = {}
 
 class Autodiff(
     AutodiffBase, AutodiffLayoutOps, AutodiffNumericOps, AutodiffFloatOps, AutodiffIntOps,
-    AutodiffBoolOps, AutodiffModuleOps, AutodiffActivationOps, AutodiffOptimOps, Backend,
-    AutodiffOps,
+    AutodiffBoolOps, AutodiffModuleOps, AutodiffActivationOps, AutodiffAttentionOps,
+    AutodiffOptimOps, AutodiffRecurrentOps, Backend, AutodiffOps,
 ):
     """``Autodiff(inner)`` is a backend that runs every op on ``inner`` and records, for tensors
     that require grad and those computed from them, what backward needs (Burn's ``Autodiff``).

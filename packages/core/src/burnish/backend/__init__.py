@@ -7,6 +7,7 @@ others have defaults written through the required ones, which a backend override
 from __future__ import annotations
 
 from burnish.backend.activation_ops import ActivationOps
+from burnish.backend.attention_ops import AttentionOps
 from burnish.backend.autodiff_ops import AutodiffOps
 from burnish.backend.base import BackendBase, Primitive, Scalar
 from burnish.backend.bool_ops import BoolOps
@@ -16,11 +17,12 @@ from burnish.backend.layout_ops import LayoutOps, Ranges
 from burnish.backend.module_ops import ModuleOps
 from burnish.backend.numeric_ops import NumericOps
 from burnish.backend.optim_ops import OptimOps
+from burnish.backend.recurrent_ops import RecurrentOps
 
 
 class Backend(
     BackendBase, LayoutOps, NumericOps, FloatOps, IntOps, BoolOps, ModuleOps, ActivationOps,
-    OptimOps,
+    AttentionOps, OptimOps, RecurrentOps,
 ):
     """The whole protocol. Subclass it, implement the abstract methods, register it (plugins)."""
 
@@ -34,7 +36,7 @@ def required_ops() -> list[str]:
 
 
 __all__ = [
-    "ActivationOps", "AutodiffOps", "Backend", "BackendBase", "BoolOps", "FloatOps", "IntOps",
-    "LayoutOps", "ModuleOps", "NumericOps", "OptimOps", "Primitive", "Ranges", "Scalar",
-    "required_ops",
+    "ActivationOps", "AttentionOps", "AutodiffOps", "Backend", "BackendBase", "BoolOps",
+    "FloatOps", "IntOps", "LayoutOps", "ModuleOps", "NumericOps", "OptimOps", "Primitive",
+    "Ranges", "RecurrentOps", "Scalar", "required_ops",
 ]

@@ -11,6 +11,7 @@ from burnish.functional.activation import (
     softmax,
     tanh,
 )
+from burnish.functional.attention import scaled_dot_product_attention
 from burnish.functional.conv import (
     conv,
     conv1d,
@@ -44,6 +45,7 @@ from burnish.functional.pool import (
     max_pool2d_with_indices,
     max_pool_with_indices,
 )
+from burnish.functional.recurrent import gru_cell, lstm_cell
 from burnish.functional.resize import interpolate
 
 __all__ = [
@@ -51,7 +53,9 @@ __all__ = [
     "adam_step", "adaptive_max_pool", "adaptive_max_pool1d", "adaptive_max_pool2d",
     "adaptive_max_pool_with_indices", "avg_pool", "avg_pool1d", "avg_pool2d", "conv", "conv1d",
     "conv2d", "conv3d", "conv_transpose", "conv_transpose1d", "conv_transpose2d",
-    "conv_transpose3d", "embedding", "gelu", "interpolate", "log_sigmoid", "log_softmax",
+    "conv_transpose3d", "embedding", "gelu", "gru_cell", "interpolate", "log_sigmoid",
+    "log_softmax", "lstm_cell",
     "max_pool", "max_pool1d", "max_pool1d_with_indices", "max_pool2d", "max_pool2d_with_indices",
-    "max_pool_with_indices", "pad", "relu", "sigmoid", "silu", "softmax", "tanh", "unfold",
+    "max_pool_with_indices", "pad", "relu", "scaled_dot_product_attention", "sigmoid",
+    "silu", "softmax", "tanh", "unfold",
 ]

@@ -22,18 +22,19 @@ class JitFuser:
     """
 
     #: Protocol ops that never record (convolutions and pooling, reductions with positions,
-    #: scans, softmax, sorting, indexing, transfers; elementwise ops, products, views and the
-    #: other reductions do), so ``Fusion`` calls them without ``begin()``/``end()``. (An op
-    #: missing here is only bracketed for nothing; one listed here that did record would just
-    #: run eagerly.)
+    #: scans, softmax, recurrent cells, sorting, indexing, transfers; elementwise ops,
+    #: products, views and the other reductions do), so ``Fusion`` calls them without
+    #: ``begin()``/``end()``. (An op missing here is only bracketed for nothing; one listed
+    #: here that did record would just run eagerly.)
     eager = frozenset({
         "conv", "conv_transpose", "avg_pool", "max_pool", "max_pool_with_indices",
         "adaptive_avg_pool", "adaptive_max_pool", "adaptive_max_pool_with_indices",
         "interpolate", "max_with_indices", "min_with_indices", "cumsum", "cumprod", "argsort",
         "sort", "sort_with_indices", "softmax", "log_softmax", "softmax_backward",
-        "log_softmax_backward", "gather", "select", "scatter_add", "select_add",
+        "log_softmax_backward", "lstm_cell", "lstm_cell_backward", "gru_cell",
+        "gru_cell_backward", "gather", "select", "scatter_add", "select_add",
         "slice_assign", "cat", "repeat_dim", "empty", "random", "from_data", "into_data", "read",
-        "to_device",
+        "to_device", "attention", "attention_backward",
     })
 
     def __init__(self, backend: JitBase):

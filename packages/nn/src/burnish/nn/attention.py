@@ -5,16 +5,16 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import numpy as np
-
 from burnish import Device, Tensor
 from burnish import functional as F
+from burnish.backend.attention_ops import masked_score
 from burnish.errors import ShapeError
 from burnish.nn.config import Config
 from burnish.nn.dropout import Dropout
 from burnish.nn.initializer import Initializer
 from burnish.nn.linear import DEFAULT_INITIALIZER, Linear, LinearConfig
 from burnish.nn.module import Module
+from burnish.nn.param import is_autodiff
 from burnish.shape import show
 
 
@@ -28,15 +28,16 @@ def causal_mask(seq_length: int, device: Device | str | None = None) -> Tensor:
 def masked_fill_value(scores: Tensor) -> float:
     """The most negative finite value of ``scores``' dtype: masked scores get it, so their
     weight is zero, and a row masked everywhere softmaxes to uniform weights instead of NaN."""
-    return float(np.finfo(scores.dtype.numpy).min)
+    return masked_score(scores.dtype)
 
 
 class MhaOutput(NamedTuple):
     """What attention returns: ``context`` ``[batch, seq_q, d_model]`` and the attention
-    ``weights`` ``[batch, n_heads, seq_q, seq_k]`` (after dropout)."""
+    ``weights`` ``[batch, n_heads, seq_q, seq_k]`` (after dropout; ``None`` when the forward
+    was asked not to compute them, ``need_weights=False``)."""
 
     context: Tensor
-    weights: Tensor
+    weights: Tensor | None
 
 
 class MultiHeadAttentionConfig(Config):
@@ -69,6 +70,11 @@ class MultiHeadAttention(Module):
     ``[batch, seq_q, seq_k]`` hides pairs (``causal_mask(seq)`` for decoders). Masked scores are
     filled with the dtype's most negative value before the softmax, so a query with no key left
     gets uniform weights rather than NaN.
+
+    ``need_weights=False`` returns no weights (``MhaOutput.weights`` is ``None``) and runs the
+    heads through ``functional.scaled_dot_product_attention``: one backend op, which backends
+    with a fused kernel (cuda, wgpu, rocm) run without storing the ``seq_q x seq_k`` scores, in
+    the forward or the backward pass. The result is the same (up to rounding).
     """
 
     query: Linear
@@ -79,7 +85,8 @@ class MultiHeadAttention(Module):
     n_heads: int
 
     def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None,
-                mask_pad: Tensor | None = None, mask_attn: Tensor | None = None) -> MhaOutput:
+                mask_pad: Tensor | None = None, mask_attn: Tensor | None = None,
+                need_weights: bool = True) -> MhaOutput:
         key = query if key is None else key
         value = key if value is None else value
         if query.ndim != 3 or key.ndim != 3 or value.ndim != 3:
@@ -93,8 +100,13 @@ class MultiHeadAttention(Module):
         q = self._heads(self.query(query))
         k = self._heads(self.key(key))
         v = self._heads(self.value(value))
-        scores = q.matmul(k.transpose()) * (1.0 / math.sqrt(d_model // self.n_heads))
         mask = _combined_mask(mask_pad, mask_attn, batch, seq_q, seq_k)
+        if not need_weights:
+            dropout = self.dropout.prob if is_autodiff(q) else 0.0
+            heads = F.scaled_dot_product_attention(q, k, v, mask, dropout=dropout)
+            context = heads.swap_dims(1, 2).reshape([batch, seq_q, d_model])
+            return MhaOutput(self.output(context), None)
+        scores = q.matmul(k.transpose()) * (1.0 / math.sqrt(d_model // self.n_heads))
         if mask is not None:
             scores = scores.mask_fill(mask, masked_fill_value(scores))
         weights = self.dropout(F.softmax(scores, -1))

@@ -32,6 +32,49 @@ def _gate(d_input: int, d_hidden: int, bias: bool, initializer: Initializer | No
                           LinearConfig(d_hidden, d_hidden, bias, init).init(device))
 
 
+def _packed(gates: tuple[GateController, ...], part: str) -> tuple[Tensor, Tensor | None]:
+    """The ``part`` (``"input_transform"`` or ``"hidden_transform"``) of every gate side by
+    side: its weights ``[d, gates * d_hidden]`` and biases ``[gates * d_hidden]`` (None when no
+    gate has one). Made at each forward from the parameters (``cat`` is differentiable), so
+    records keep one ``GateController`` per gate."""
+    linears = [getattr(gate, part) for gate in gates]
+    weight = cat([linear.weight.val() for linear in linears], 1)
+    if all(linear.bias is None for linear in linears):
+        return weight, None
+    biases = [linear.bias.val() if linear.bias is not None
+              else Tensor.zeros([linear.weight.shape[1]], weight.device, weight.dtype)
+              for linear in linears]
+    return weight, cat(biases, 0)
+
+
+def _projection(x: Tensor, gates: tuple[GateController, ...],
+                extra_bias: Tensor | None = None) -> list[Tensor]:
+    """Every step's input part of every gate, ``[batch, gates * d_hidden]`` per step, by one
+    product (and one bias, with ``extra_bias`` added to it) for the whole sequence: the steps
+    time-major as the rows of one matrix (a plain product, whose weight gradient is one product
+    too), so that each step is a block of rows, cut by one ``split`` (under autodiff, one
+    ``cat`` of the steps' gradients)."""
+    batch, seq, d_input = x.dims()
+    weight, bias = _packed(gates, "input_transform")
+    if extra_bias is not None:
+        bias = extra_bias if bias is None else bias + extra_bias
+    # One copy of x, unless it is a time-major block viewed batch-first (a layer's output).
+    projected = x.swap_dims(0, 1).reshape([seq * batch, d_input]).matmul(weight)
+    if bias is not None:
+        projected = projected + bias
+    return projected.split([batch] * seq, 0) if seq else []
+
+
+def _batch_first(outputs: list[Tensor], state: Tensor) -> Tensor:
+    """The steps' hidden states ``[batch, d_hidden]`` as ``[batch, seq, d_hidden]``: stacked
+    time-major and viewed batch-first, so that a stacked layer's ``swap_dims`` gets the
+    time-major block back without a copy, and each step's gradient is a contiguous block.
+    No steps (an empty sequence): ``[batch, 0, d_hidden]`` like ``state``."""
+    if not outputs:
+        return Tensor.zeros([state.shape[0], 0, state.shape[1]], state.device, state.dtype)
+    return stack(outputs, 0).swap_dims(0, 1)
+
+
 def _check_input(x: Tensor, d_input: int, op: str) -> None:
     if x.ndim != 3 or x.shape[2] != d_input:
         raise ShapeError(f"{op}: input must be [batch, seq, {d_input}], got {show(x.shape)}")
@@ -75,6 +118,10 @@ class Lstm(Module):
     ``forward(x, state=None, reverse=False)`` returns the hidden states ``[batch, seq,
     d_hidden]`` and the final ``LstmState``; the state starts at zeros unless given.
     ``reverse`` runs from the last step to the first (outputs stay in input order).
+
+    The gates are packed at each forward: the input part of all four for every step is one
+    product before the time loop, and each step is one product with the packed recurrent
+    weights and one ``functional.lstm_cell`` (one kernel on the GPU backends).
     """
 
     input_gate: GateController
@@ -95,16 +142,15 @@ class Lstm(Module):
             _check_state(state.hidden, shape, "lstm")
             cell, hidden = state
         gates = (self.input_gate, self.forget_gate, self.cell_gate, self.output_gate)
-        # The input's part of every gate, for all steps at once.
-        inputs = [gate.input_transform(x) for gate in gates]
+        # The input's part of every gate for all steps at once, the hidden part's biases folded
+        # in (the cell only ever reads their sum); per step, one product and one cell op.
+        hidden_weight, hidden_bias = _packed(gates, "hidden_transform")
+        steps = _projection(x, gates, hidden_bias)
         outputs: list[Tensor] = [None] * seq  # type: ignore[list-item]
         for t in (reversed(range(seq)) if reverse else range(seq)):
-            i, f, g, o = (projected[:, t] + gate.hidden_transform(hidden)
-                          for projected, gate in zip(inputs, gates))
-            cell = F.sigmoid(f) * cell + F.sigmoid(i) * g.tanh()
-            hidden = F.sigmoid(o) * cell.tanh()
+            hidden, cell = F.lstm_cell(steps[t], hidden.matmul(hidden_weight), cell)
             outputs[t] = hidden
-        return stack(outputs, 1), LstmState(cell, hidden)
+        return _batch_first(outputs, hidden), LstmState(cell, hidden)
 
 
 class BiLstmConfig(Config):
@@ -164,6 +210,9 @@ class Gru(Module):
 
     ``forward(x, state=None)`` returns the hidden states ``[batch, seq, d_hidden]`` and the
     final hidden state ``[batch, d_hidden]``; the state starts at zeros unless given.
+
+    As ``Lstm``, the gates are packed at each forward: one product for the input part of every
+    step, then per step one product (and its bias) and one ``functional.gru_cell``.
     """
 
     reset_gate: GateController
@@ -179,14 +228,16 @@ class Gru(Module):
         else:
             _check_state(state, [batch, self.d_hidden], "gru")
             hidden = state
-        reset_in, update_in, new_in = (gate.input_transform(x)
-                                       for gate in (self.reset_gate, self.update_gate,
-                                                    self.new_gate))
+        gates = (self.reset_gate, self.update_gate, self.new_gate)
+        # The input's part of every gate for all steps at once; per step, one product (the
+        # hidden part's biases stay there: ``r`` multiplies the new gate's) and one cell op.
+        hidden_weight, hidden_bias = _packed(gates, "hidden_transform")
+        steps = _projection(x, gates)
         outputs = []
         for t in range(seq):
-            r = F.sigmoid(reset_in[:, t] + self.reset_gate.hidden_transform(hidden))
-            z = F.sigmoid(update_in[:, t] + self.update_gate.hidden_transform(hidden))
-            n = (new_in[:, t] + r * self.new_gate.hidden_transform(hidden)).tanh()
-            hidden = (1.0 - z) * n + z * hidden
+            hidden_gates = hidden.matmul(hidden_weight)
+            if hidden_bias is not None:
+                hidden_gates = hidden_gates + hidden_bias
+            hidden = F.gru_cell(steps[t], hidden_gates, hidden)
             outputs.append(hidden)
-        return stack(outputs, 1), hidden
+        return _batch_first(outputs, hidden), hidden

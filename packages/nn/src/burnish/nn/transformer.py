@@ -99,7 +99,8 @@ class TransformerEncoderLayer(Module):
     def forward(self, x: Tensor, mask_pad: Tensor | None = None,
                 mask_attn: Tensor | None = None) -> Tensor:
         def attend(h: Tensor) -> Tensor:
-            return self.attention(h, mask_pad=mask_pad, mask_attn=mask_attn).context
+            return self.attention(h, mask_pad=mask_pad, mask_attn=mask_attn,
+                                  need_weights=False).context
 
         x = _residual(x, attend, self.norm_1, self.dropout, self.norm_first)
         return _residual(x, self.feed_forward, self.norm_2, self.dropout, self.norm_first)
@@ -171,11 +172,11 @@ class TransformerDecoderLayer(Module):
                 memory_mask_attn: Tensor | None = None) -> Tensor:
         def attend_self(h: Tensor) -> Tensor:
             return self.self_attention(h, mask_pad=target_mask_pad,
-                                       mask_attn=target_mask_attn).context
+                                       mask_attn=target_mask_attn, need_weights=False).context
 
         def attend_memory(h: Tensor) -> Tensor:
             return self.cross_attention(h, memory, mask_pad=memory_mask_pad,
-                                        mask_attn=memory_mask_attn).context
+                                        mask_attn=memory_mask_attn, need_weights=False).context
 
         x = _residual(target, attend_self, self.norm_1, self.dropout, self.norm_first)
         x = _residual(x, attend_memory, self.norm_2, self.dropout, self.norm_first)

@@ -1,0 +1,28 @@
+"""Attention as FlashAttention-2-style kernels (``kernels.attention``); shapes the kernels do not
+take use the protocol's default, which materialises the scores."""
+
+from __future__ import annotations
+
+from burnish.backend.attention_ops import AttentionOps
+from burnish.jit.kernels import attention as flash
+from burnish.jit.tensor import JitTensor
+
+
+class JitAttentionOps(AttentionOps):
+    # Defaults for: head dims (of q/k or of v) above ``flash.MAX_HEAD_DIM`` or of 0, and, for
+    # the backward, runtimes that bind fewer than ``flash.BACKWARD_BUFFERS`` buffers.
+
+    def attention(self, q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor | None,
+                  scale: float, causal: bool, dtype) -> tuple[JitTensor, JitTensor]:
+        if not flash.fits(q, v):
+            return AttentionOps.attention(self, q, k, v, mask, scale, causal, dtype)
+        return flash.attention(q, k, v, mask, scale, causal)
+
+    def attention_backward(self, q: JitTensor, k: JitTensor, v: JitTensor,
+                           mask: JitTensor | None, out: JitTensor, lse: JitTensor,
+                           grad: JitTensor, scale: float, causal: bool, dtype
+                           ) -> tuple[JitTensor, JitTensor, JitTensor]:
+        if not flash.fits(q, v, backward=True):
+            return AttentionOps.attention_backward(self, q, k, v, mask, out, lse, grad, scale,
+                                                   causal, dtype)
+        return flash.attention_backward(q, k, v, mask, out, lse, grad, scale, causal)
