@@ -209,7 +209,8 @@ def test_a_record_packs_buffers_whose_uses_do_not_overlap(gpu):
     (entry,) = captured._entries.values()
     blocks = sorted(buffer.nbytes for buffer in entry.record.blocks)
     if entry.record.runtime.views_buffers:  # one arena: y * 3 and b fill a's bytes
-        assert len(blocks) == 1 and blocks[0] < 260 * 1024, blocks
+        # (beside a: the sum's partial results, in use together with it)
+        assert len(blocks) == 1 and blocks[0] < 384 * 1024, blocks
         return
     # a's memory holds y * 3 later; b (in use with y * 3) has its own; the sum's partial
     # results and the total share the small ones.
