@@ -4,8 +4,10 @@ instead of ``burnish.jit``'s patch gather and a cuBLAS product.
 CuPy 14 no longer wraps cuDNN, so its C API is called through ``ctypes``, from the library of
 the ``nvidia-cudnn-cu12``/``-cu13`` wheel (``pip install 'burnish-backend-cuda[cudnn12]'``), a
 path in ``BURNISH_CUDNN_LIBRARY``, or the system's ``libcudnn.so.9``. Without it, or with
-``BURNISH_CUDNN=0``, convolutions take the gather and cuBLAS. Descriptors, the algorithm (cuDNN's
-heuristics, as PyTorch's default) and the workspace size are made once per shape and kept.
+``BURNISH_CUDNN=0``, convolutions take the gather and cuBLAS. Descriptors, the algorithm (the
+fastest of cuDNN's candidates, timed once per shape as ``torch.backends.cudnn.benchmark`` does;
+``BURNISH_CUDNN_BENCHMARK=0``: cuDNN's heuristics alone) and the workspace size are made once
+per shape and kept.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ _DEFAULT_MATH, _TENSOR_OP_MATH, _FMA_MATH = 0, 1, 3
 _ALGORITHMS = 8  # the forward algorithms cuDNN ranks
 #: Convolution shapes whose plans a device keeps (then it starts over).
 PLAN_LIMIT = 1024
+#: Whether a shape's algorithm is chosen by timing cuDNN's candidates once (``BURNISH_CUDNN_
+#: BENCHMARK=0``: cuDNN's heuristics alone, as PyTorch's default).
+BENCHMARK = os.environ.get("BURNISH_CUDNN_BENCHMARK", "1") != "0"
+#: The most workspace an algorithm may ask for (faster ones needing more are passed over).
+WORKSPACE_LIMIT = 256 * 2**20
 
 
 class _AlgoPerf(ctypes.Structure):
@@ -137,6 +144,8 @@ def _declare(lib: Any) -> None:
         "cudnnGetConvolutionNdForwardOutputDim": [p, p, p, i, ints],
         "cudnnGetConvolutionForwardAlgorithm_v7": [p, p, p, p, p, i, ints,
                                                    ctypes.POINTER(_AlgoPerf)],
+        "cudnnFindConvolutionForwardAlgorithm": [p, p, p, p, p, i, ints,
+                                                 ctypes.POINTER(_AlgoPerf)],
         "cudnnGetConvolutionForwardWorkspaceSize": [p, p, p, p, p, i, ctypes.POINTER(s)],
         "cudnnConvolutionForward": [p, p, p, p, p, p, p, i, p, s, p, p, p],
         "cudnnAddTensor": [p, p, p, p, p, p, p],
@@ -265,11 +274,20 @@ class Convolutions:
             return None
         perf, count = (_AlgoPerf * _ALGORITHMS)(), ctypes.c_int()
         with _current(self.runtime):
-            if lib.cudnnGetConvolutionForwardAlgorithm_v7(
-                    self.handle, plan.x, plan.w, plan.conv, plan.y, _ALGORITHMS,
-                    ctypes.byref(count), perf):
-                return None
+            # Timed (as torch.backends.cudnn.benchmark): cuDNN's heuristics pick kernels several
+            # times slower than the best for some shapes (ResNet-18's 3x3 convolutions in float32
+            # without TF32). Once per shape; the ranking comes fastest first.
+            find = lib.cudnnFindConvolutionForwardAlgorithm if BENCHMARK else None
+            if find is None or find(self.handle, plan.x, plan.w, plan.conv, plan.y, _ALGORITHMS,
+                                    ctypes.byref(count), perf):
+                if lib.cudnnGetConvolutionForwardAlgorithm_v7(
+                        self.handle, plan.x, plan.w, plan.conv, plan.y, _ALGORITHMS,
+                        ctypes.byref(count), perf):
+                    return None
             for choice in perf[:count.value]:
+                if choice.status == 0 and (choice.memory > WORKSPACE_LIMIT or (
+                        choice.math_type == _TENSOR_OP_MATH and math != _TENSOR_OP_MATH)):
+                    continue  # too much workspace, or tensor cores where TF32 is not allowed
                 size = ctypes.c_size_t()
                 if choice.status == 0 and not lib.cudnnGetConvolutionForwardWorkspaceSize(
                         self.handle, plan.x, plan.w, plan.conv, plan.y, choice.algo,
