@@ -40,16 +40,6 @@ _DEFAULT_MATH, _TENSOR_OP_MATH, _FMA_MATH = 0, 1, 3
 _ALGORITHMS = 8  # the forward algorithms cuDNN ranks
 #: Convolution shapes whose plans a device keeps (then it starts over).
 PLAN_LIMIT = 1024
-#: The passes a plan is for, and the cuDNN functions that rank their algorithms (timed, then by
-#: heuristics) and size their workspace.
-_FORWARD, _DATA = "forward", "data"
-_CALLS = {
-    _FORWARD: ("cudnnFindConvolutionForwardAlgorithm", "cudnnGetConvolutionForwardAlgorithm_v7",
-               "cudnnGetConvolutionForwardWorkspaceSize"),
-    _DATA: ("cudnnFindConvolutionBackwardDataAlgorithm",
-            "cudnnGetConvolutionBackwardDataAlgorithm_v7",
-            "cudnnGetConvolutionBackwardDataWorkspaceSize"),
-}
 #: Whether a shape's algorithm is chosen by timing cuDNN's candidates once (``BURNISH_CUDNN_
 #: BENCHMARK=0``: cuDNN's heuristics alone, as PyTorch's default).
 BENCHMARK = os.environ.get("BURNISH_CUDNN_BENCHMARK", "1") != "0"
@@ -158,13 +148,6 @@ def _declare(lib: Any) -> None:
                                                  ctypes.POINTER(_AlgoPerf)],
         "cudnnGetConvolutionForwardWorkspaceSize": [p, p, p, p, p, i, ctypes.POINTER(s)],
         "cudnnConvolutionForward": [p, p, p, p, p, p, p, i, p, s, p, p, p],
-        "cudnnFindConvolutionBackwardDataAlgorithm": [p, p, p, p, p, i, ints,
-                                                      ctypes.POINTER(_AlgoPerf)],
-        "cudnnGetConvolutionBackwardDataAlgorithm_v7": [p, p, p, p, p, i, ints,
-                                                        ctypes.POINTER(_AlgoPerf)],
-        "cudnnGetConvolutionBackwardDataWorkspaceSize": [p, p, p, p, p, i,
-                                                         ctypes.POINTER(s)],
-        "cudnnConvolutionBackwardData": [p, p, p, p, p, p, p, i, p, s, p, p, p],
         "cudnnAddTensor": [p, p, p, p, p, p, p],
     }
     for name, argtypes in signatures.items():
@@ -207,42 +190,19 @@ class Convolutions:
                 groups: int) -> JitTensor | None:
         """The convolution of plain ``x`` by plain ``weight`` (plus plain ``bias``), or None
         when cuDNN does not take it (then nothing was enqueued)."""
-        out_size = output_size(x.shape[2:], weight.shape[2:], stride, padding, dilation)
-        out_shape = (x.shape[0], weight.shape[0], *out_size)
-        return self._run(_FORWARD, x, weight, bias, x.shape, out_shape, out_shape, stride,
-                         padding, dilation, groups)
-
-    def transpose(self, x: JitTensor, weight: JitTensor, bias: JitTensor | None,
-                  stride: tuple[int, ...], padding: tuple[int, ...],
-                  output_padding: tuple[int, ...], dilation: tuple[int, ...],
-                  groups: int) -> JitTensor | None:
-        """The transposed convolution of plain ``x`` by plain ``weight`` (``[in_channels,
-        out_channels / groups, *kernel]``) plus plain ``bias``: cuDNN's backward-data pass of
-        the convolution whose output ``x`` would be (the input gradient of a convolution is
-        this op). None when cuDNN does not take it."""
-        out_size = tuple((n - 1) * s - 2 * p + d * (k - 1) + o + 1 for n, s, p, d, k, o in zip(
-            x.shape[2:], stride, padding, dilation, weight.shape[2:], output_padding))
-        out_shape = (x.shape[0], weight.shape[1] * groups, *out_size)
-        return self._run(_DATA, x, weight, bias, out_shape, x.shape, out_shape, stride,
-                         padding, dilation, groups)
-
-    def _run(self, kind: str, x: JitTensor, weight: JitTensor, bias: JitTensor | None,
-             fwd_in: tuple[int, ...], fwd_out: tuple[int, ...], out_shape: tuple[int, ...],
-             stride: tuple[int, ...], padding: tuple[int, ...], dilation: tuple[int, ...],
-             groups: int) -> JitTensor | None:
-        """Enqueue ``kind`` (forward, or backward data) of the convolution taking ``fwd_in``
-        to ``fwd_out``, reading ``x`` and writing a new tensor of ``out_shape``."""
         dtype = x.dtype.name
         spatial = x.ndim - 2
-        key = (kind, dtype, fwd_in, fwd_out, weight.shape, stride, padding, dilation, groups,
+        out_size = output_size(x.shape[2:], weight.shape[2:], stride, padding, dilation)
+        out_shape = (x.shape[0], weight.shape[0], *out_size)
+        key = (dtype, x.shape, weight.shape, stride, padding, dilation, groups,
                bias is not None, gemm.tf32_allowed())
         with self.lock:
             plan = self.plans.get(key, False)
             if plan is False:
                 if len(self.plans) >= PLAN_LIMIT:
                     self.plans.clear()
-                plan = self.plans[key] = self._plan(kind, dtype, spatial, fwd_in, weight.shape,
-                                                    fwd_out, stride, padding, dilation, groups,
+                plan = self.plans[key] = self._plan(dtype, spatial, x.shape, weight.shape,
+                                                    out_shape, stride, padding, dilation, groups,
                                                     bias is not None)
         if plan is None:
             return None
@@ -255,11 +215,10 @@ class Convolutions:
         writes = [out.buffer.handle] + ([workspace.handle] if workspace else [])
         if bias is not None:
             reads.append(bias.buffer.handle)
-        enqueue = self._forward if kind == _FORWARD else self._backward_data
-        runtime.call(enqueue, (plan, _address(x, itemsize), _address(weight, itemsize),
-                               workspace.handle.ptr if workspace else 0,
-                               None if bias is None else _address(bias, itemsize),
-                               _address(out, itemsize)),
+        runtime.call(self._forward, (plan, _address(x, itemsize), _address(weight, itemsize),
+                                     workspace.handle.ptr if workspace else 0,
+                                     None if bias is None else _address(bias, itemsize),
+                                     _address(out, itemsize)),
                      reads, writes, plan)
         runtime.launches += 1 + (bias is not None)
         return out
@@ -278,23 +237,8 @@ class Convolutions:
                     self.handle, plan.alpha, plan.bias, bias, plan.alpha, plan.y, out),
                     "cudnnAddTensor")
 
-    def _backward_data(self, plan: _Plan, dy: ctypes.c_void_p, weight: ctypes.c_void_p,
-                       workspace: int, bias: ctypes.c_void_p | None,
-                       dx: ctypes.c_void_p) -> None:
-        """Enqueue one planned backward-data pass (a transposed convolution) and its bias."""
-        lib = self.lib
-        with self.lock, _current(self.runtime):
-            self._check(lib.cudnnConvolutionBackwardData(
-                self.handle, plan.alpha, plan.w, weight, plan.y, dy, plan.conv, plan.algo,
-                ctypes.c_void_p(workspace), plan.workspace, plan.beta, plan.x, dx),
-                "cudnnConvolutionBackwardData")
-            if bias is not None:
-                self._check(lib.cudnnAddTensor(
-                    self.handle, plan.alpha, plan.bias, bias, plan.alpha, plan.x, dx),
-                    "cudnnAddTensor")
-
-    def _plan(self, kind, dtype, spatial, x_shape, w_shape, out_shape, stride, padding,
-              dilation, groups, has_bias) -> _Plan | None:
+    def _plan(self, dtype, spatial, x_shape, w_shape, out_shape, stride, padding, dilation,
+              groups, has_bias) -> _Plan | None:
         """Descriptors, algorithm and workspace for one shape; None where cuDNN refuses."""
         if dtype not in _TYPES or not 1 <= spatial <= 3 or min(x_shape + w_shape) == 0 \
                 or min(out_shape) <= 0:
@@ -333,29 +277,27 @@ class Convolutions:
             # Timed (as torch.backends.cudnn.benchmark): cuDNN's heuristics pick kernels several
             # times slower than the best for some shapes (ResNet-18's 3x3 convolutions in float32
             # without TF32). Once per shape; the ranking comes fastest first.
-            find, heuristics, workspace_of = (getattr(lib, name) for name in _CALLS[kind])
-            # Forward: (x, w, conv, y); backward data: (w, dy, conv, dx).
-            descriptors = (plan.x, plan.w, plan.conv, plan.y) if kind == _FORWARD else \
-                (plan.w, plan.y, plan.conv, plan.x)
-            if not BENCHMARK or find(self.handle, *descriptors, _ALGORITHMS,
-                                     ctypes.byref(count), perf):
-                if heuristics(self.handle, *descriptors, _ALGORITHMS, ctypes.byref(count),
-                              perf):
+            find = lib.cudnnFindConvolutionForwardAlgorithm if BENCHMARK else None
+            if find is None or find(self.handle, plan.x, plan.w, plan.conv, plan.y, _ALGORITHMS,
+                                    ctypes.byref(count), perf):
+                if lib.cudnnGetConvolutionForwardAlgorithm_v7(
+                        self.handle, plan.x, plan.w, plan.conv, plan.y, _ALGORITHMS,
+                        ctypes.byref(count), perf):
                     return None
             for choice in perf[:count.value]:
                 if choice.status == 0 and (choice.memory > WORKSPACE_LIMIT or (
                         choice.math_type == _TENSOR_OP_MATH and math != _TENSOR_OP_MATH)):
                     continue  # too much workspace, or tensor cores where TF32 is not allowed
                 size = ctypes.c_size_t()
-                if choice.status == 0 and not workspace_of(self.handle, *descriptors,
-                                                           choice.algo, ctypes.byref(size)):
+                if choice.status == 0 and not lib.cudnnGetConvolutionForwardWorkspaceSize(
+                        self.handle, plan.x, plan.w, plan.conv, plan.y, choice.algo,
+                        ctypes.byref(size)):
                     plan.algo, plan.workspace = choice.algo, size.value
                     break
             else:
                 return None
         if has_bias:
-            channels = out_shape[1] if kind == _FORWARD else x_shape[1]
-            plan.bias = self._tensor(data, (1, channels) + (1,) * (len(out_shape) - 2))
+            plan.bias = self._tensor(data, (1, out_shape[1]) + (1,) * (len(out_shape) - 2))
             if plan.bias is None:
                 return None
         # alpha and beta live as long as the plan; the calls take their addresses.
