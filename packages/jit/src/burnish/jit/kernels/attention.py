@@ -28,7 +28,7 @@ a device holds.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -228,6 +228,29 @@ def _load_tile(k: KernelBuilder, t: ir.Expr, tile: ir.Shared, rows: int, width: 
             k.shared_store(tile, e, ir.select(inside, value, ir.lift(0, ty)))
 
 
+@contextmanager
+def _key_tiles(k: KernelBuilder, t: ir.Expr, stop: ir.Expr, seq_k: ir.Expr, tiles: tuple,
+               sources: tuple, ty: str):
+    """A loop over the keys ``0 .. stop`` a tile at a time, each tile's keys and values
+    (``sources``: ``(buffer, operand, width)`` each) loaded into ``tiles`` first; yields the
+    tile's first key."""
+    tile_keys = tiles[0].size // sources[0][2]
+    with k.for_(0, stop, tile_keys, name="k0") as k0:
+        for tile, (buffer, operand, width) in zip(tiles, sources):
+            _load_tile(k, t, tile, tile_keys, width, k0, seq_k, buffer, operand, ty)
+        k.barrier()
+        yield k0
+        k.barrier()
+
+
+def _dot(vector: list, tile: ir.Shared, base: ir.Expr, n: int) -> ir.Expr:
+    """``sum(vector[d] * tile[base + d] for d < n)``, unrolled."""
+    dot = vector[0] * tile[base]
+    for d in range(1, n):
+        dot = dot + vector[d] * tile[base + d]
+    return dot
+
+
 def _forward(dtype: DType, dim: int, value_dim: int, scale: float, causal: bool,
              has_mask: bool, tile_keys: int) -> ir.Kernel:
     ty = ir.compute_type(dtype)
@@ -250,10 +273,8 @@ def _forward(dtype: DType, dim: int, value_dim: int, scale: float, causal: bool,
     total = k.let(ir.lift(0, ty), "l", ty)
     # Causal: the keys after the workgroup's last row are forbidden to all its rows.
     stop = k.let(ir.call("min", seq_k, r0 + ROWS) if causal else seq_k, "stop")
-    with k.for_(0, stop, tile_keys, name="k0") as k0:
-        _load_tile(k, t, keys, tile_keys, dim, k0, seq_k, kb, ko, ty)
-        _load_tile(k, t, values, tile_keys, value_dim, k0, seq_k, vb, vo, ty)
-        k.barrier()
+    with _key_tiles(k, t, stop, seq_k, (keys, values),
+                    ((kb, ko, dim), (vb, vo, value_dim)), ty) as k0:
         with k.for_(0, tile_keys, UNROLL, name="j") as j0:
             for u in range(UNROLL):
                 j = k.let(j0 + u, "jj")
@@ -261,10 +282,7 @@ def _forward(dtype: DType, dim: int, value_dim: int, scale: float, causal: bool,
                 with k.if_(col < seq_k):
                     score = k.let(ir.lift(fill, ty), "s", ty)
                     with _unless(k, _forbidden(k, mo, mb, row, col, causal)):
-                        dot = query[0] * keys[j * dim]
-                        for d in range(1, dim):
-                            dot = dot + query[d] * keys[j * dim + d]
-                        k.assign(score, dot * scale)
+                        k.assign(score, _dot(query, keys, j * dim, dim) * scale)
                     with k.if_(score > top):
                         alpha = k.let(ir.call("exp", top - score), "alpha", ty)
                         k.assign(total, total * alpha)
@@ -275,7 +293,6 @@ def _forward(dtype: DType, dim: int, value_dim: int, scale: float, causal: bool,
                     k.assign(total, total + p)
                     for d, a in enumerate(acc):
                         k.assign(a, a + p * values[j * value_dim + d])
-        k.barrier()
     if causal:
         # A row with no key left among those visited (all forbidden by the mask) averages
         # every value, the skipped ones included, as the protocol's default does.
@@ -318,26 +335,19 @@ def _backward_dq(dtype: DType, dim: int, value_dim: int, scale: float, causal: b
     acc = [k.let(ir.lift(0, ty), "dq", ty) for _ in range(dim)]
     # Forbidden pairs pass no gradient to q: the keys after the workgroup's rows are skipped.
     stop = k.let(ir.call("min", seq_k, r0 + ROWS) if causal else seq_k, "stop")
-    with k.for_(0, stop, tile_keys, name="k0") as k0:
-        _load_tile(k, t, keys, tile_keys, dim, k0, seq_k, kb, ko, ty)
-        _load_tile(k, t, values, tile_keys, value_dim, k0, seq_k, vb, vo, ty)
-        k.barrier()
+    with _key_tiles(k, t, stop, seq_k, (keys, values),
+                    ((kb, ko, dim), (vb, vo, value_dim)), ty) as k0:
         with k.for_(0, tile_keys, UNROLL, name="j") as j0:
             for u in range(UNROLL):
                 j = k.let(j0 + u, "jj")
                 col = k.let(k0 + j, "col")
                 with k.if_(col < seq_k), _unless(k, _forbidden(k, mo, mb, row, col, causal)):
-                    dot = query[0] * keys[j * dim]
-                    for d in range(1, dim):
-                        dot = dot + query[d] * keys[j * dim + d]
-                    p = k.let(ir.call("exp", dot * scale - row_lse), "p", ty)
-                    dp = grad[0] * values[j * value_dim]
-                    for d in range(1, value_dim):
-                        dp = dp + grad[d] * values[j * value_dim + d]
+                    score = _dot(query, keys, j * dim, dim) * scale
+                    p = k.let(ir.call("exp", score - row_lse), "p", ty)
+                    dp = _dot(grad, values, j * value_dim, value_dim)
                     ds = k.let(p * (dp - delta), "ds", ty)
                     for d, a in enumerate(acc):
                         k.assign(a, a + ds * keys[j * dim + d])
-        k.barrier()
     with k.if_(r0 + t < seq_q):
         at = k.let(((batch * heads + head) * seq_q + row), "at")
         for d, a in enumerate(acc):
@@ -387,13 +397,9 @@ def _backward_dkv(dtype: DType, dim: int, value_dim: int, scale: float, causal: 
                     if forbidden is not None:
                         forbidden = k.let(forbidden, "forbid")
                     with _unless(k, forbidden):
-                        dot = key[0] * queries[i * dim]
-                        for d in range(1, dim):
-                            dot = dot + key[d] * queries[i * dim + d]
-                        p = k.let(ir.call("exp", dot * scale - row_lse[i]), "p", ty)
-                        dp = value[0] * grads[i * value_dim]
-                        for d in range(1, value_dim):
-                            dp = dp + value[d] * grads[i * value_dim + d]
+                        score = _dot(key, queries, i * dim, dim) * scale
+                        p = k.let(ir.call("exp", score - row_lse[i]), "p", ty)
+                        dp = _dot(value, grads, i * value_dim, value_dim)
                         ds = k.let(p * (dp - row_delta[i]), "ds", ty)
                         for d, a in enumerate(dv_acc):
                             k.assign(a, a + p * grads[i * value_dim + d])
