@@ -251,8 +251,6 @@ class CudaRuntime(Runtime):
         # launch for the epilogue.
         return dtype.name == "float32" and macs <= FUSED_PRODUCT_MACS and not gemm.tf32_allowed()
 
-    views_buffers = True
-
     def view(self, handle: Any, offset: int) -> Any:
         return CudaHandle(handle.memory + offset)  # keeps the allocation alive
 

@@ -440,7 +440,7 @@ class JitRecord:
             free.setdefault(holder.nbytes, []).append(holder)
         owned.clear()
         self.internal = []
-        place = _arena if runtime.views_buffers else _blocks
+        place = _blocks if runtime.view is None else _arena
         handle_of, self.blocks = place(runtime, spans, nbytes, free)
         for key, slot in self.outputs.items():
             generation = max(len(births.get(key, ())) - 1, 0)
@@ -579,7 +579,7 @@ _ALIGN = 256
 def _arena(runtime: Runtime, spans: dict[tuple, list[int]], nbytes: dict[int, int],
            free: dict[int, list[DeviceBuffer]]) -> tuple[dict[tuple, Any], list[DeviceBuffer]]:
     """Allocations (``spans``: each one's first and last command) placed at offsets of one
-    buffer (runtimes whose handles can point into a buffer, ``Runtime.view``): greedy by size,
+    buffer (runtimes whose handles can point into a buffer: ``Runtime.view``): greedy by size,
     as TensorFlow Lite places its tensors: the largest first, each into the smallest gap
     between the allocations already placed that are in use at the same time, else above
     them. Returns each allocation's handle and the buffer."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -131,14 +131,11 @@ class Runtime(ABC):
         buffers, makes two such calls the same work)."""
         fn(*args)
 
-    #: Whether ``view`` can make a handle that points into another buffer (a capture's record
-    #: then places its allocations at offsets of one buffer).
-    views_buffers = False
-
-    def view(self, handle: Any, offset: int) -> Any:
-        """A handle for the memory of ``handle`` from byte ``offset`` on (where
-        ``views_buffers``), valid as long as ``handle``'s buffer is."""
-        raise NotImplementedError(f"{type(self).__name__} cannot point into a buffer")
+    #: ``view(handle, offset)``: a handle for the memory of ``handle`` from byte ``offset`` on,
+    #: valid as long as ``handle``'s buffer is, on runtimes whose API can point into a buffer
+    #: (cuda): a capture's record then places its allocations at offsets of one buffer. None
+    #: (wgpu, rocm: their bindings take whole buffers): records share whole buffers.
+    view: Callable[[Any, int], Any] | None = None
 
     def relocate(self, args: tuple, moves: Sequence[tuple[Any, Any, int]]) -> tuple:
         """The arguments of a recorded ``call`` with its buffers moved: each ``(old, new,
