@@ -67,6 +67,10 @@ DRIVER_BACKENDS = {"wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU:
                            "extra installs PoCL for the CPU)"}
 
 
+#: What examples/ needs beyond burnish's packages (each example's README says which of them).
+EXAMPLE_REQUIREMENTS = ("matplotlib>=3.7", "tokenizers>=0.15")
+
+
 def install_editable(session: nox.Session, *names: str) -> None:
     """Install the named packages/ folders (every one when none is named) editable, together,
     with their ``EXTRAS``."""
@@ -96,8 +100,10 @@ def tests(session: nox.Session) -> None:
     """Each package's tests and the cross-package tests in tests/ (-m "not slow": skip the ones
     that build wheels and virtual environments)."""
     install_editable(session)
-    # rich draws burnish-train's dashboard; its pseudo-terminal tests need it (and pexpect).
-    session.install("pytest", "rich>=13", "pexpect")
+    # rich draws burnish-train's dashboard; its pseudo-terminal tests need it (and pexpect). The
+    # examples' tests run them with what their READMEs install: matplotlib for plots, tokenizers
+    # for the text examples.
+    session.install("pytest", "rich>=13", "pexpect", *EXAMPLE_REQUIREMENTS)
     paths = [str(p) for p in sorted(PACKAGES.glob("*/tests"))] + [str(ROOT / "tests")]
     # importlib mode: test files of the same name in two packages do not collide. pytest's exit
     # status 5 (no tests collected) fails the session like any other non-zero status.
