@@ -47,6 +47,7 @@ def test_ops_and_cublas_matmul_on_the_gpu():
 @pytest.mark.parametrize(("spatial", "groups", "bias"), [(2, 1, False), (2, 2, True), (1, 1, True),
                                                          (3, 1, False)])
 def test_convolutions_on_cudnn_match_the_gather(dtype, spatial, groups, bias):
+    """cuDNN's forward, backward-data and backward-filter passes against burnish.jit's."""
     import importlib.util
 
     from burnish.cuda import cudnn
@@ -70,12 +71,30 @@ def test_convolutions_on_cudnn_match_the_gather(dtype, spatial, groups, bias):
     args = ((2,) * spatial, (1,) * spatial, (1,) * spatial, groups)
     px, pw = (Tensor.from_data(v, device=device)._prim for v in (x, w))
     pb = None if b is None else Tensor.from_data(b, device=device)._prim
-    ours = backend.conv(px, pw, pb, *args)
-    plans = runtime.convolutions().plans
-    assert any(plan is not None and key[1:3] == (px.shape, pw.shape)
-               for key, plan in plans.items()), "cuDNN did not take the convolution"
-    gathered = JitBackend.conv(backend, px, pw, pb, *args)
     tolerance = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-10}[dtype]
-    np.testing.assert_allclose(backend.into_data(ours, get_dtype(dtype)).to_numpy(),
-                               backend.into_data(gathered, get_dtype(dtype)).to_numpy(),
-                               rtol=tolerance, atol=tolerance)
+    plans = runtime.convolutions().plans
+
+    def check(kind, ours, theirs):
+        # The plan's key starts with its pass and the (input, weight, output) shapes.
+        assert any(plan is not None and key[0] == kind and key[2] == (
+            px.shape, pw.shape, y.shape) for key, plan in plans.items()), \
+            f"cuDNN did not take the convolution's {kind} pass"
+        np.testing.assert_allclose(backend.into_data(ours, get_dtype(dtype)).to_numpy(),
+                                   backend.into_data(theirs, get_dtype(dtype)).to_numpy(),
+                                   rtol=tolerance, atol=tolerance)
+
+    y = backend.conv(px, pw, pb, *args)
+    check("forward", y, JitBackend.conv(backend, px, pw, pb, *args))
+    # The input gradient is the transposed convolution of the output's (here y's) gradient...
+    stride, padding, dilation = args[:3]
+    extra = tuple((n + 2 * p - d * (k - 1) - 1) % s for n, k, s, p, d in zip(
+        x.shape[2:], w.shape[2:], stride, padding, dilation))
+    dx = backend.conv_transpose(y, pw, None, stride, padding, extra, dilation, groups)
+    assert tuple(dx.shape) == x.shape
+    check("data", dx, JitBackend.conv_transpose(backend, y, pw, None, stride, padding, extra,
+                                                dilation, groups))
+    # ... and the weight's gradient is cuDNN's backward-filter pass, against the protocol's
+    # grouped convolution.
+    dw = backend.conv_weight_grad(px, y, w.shape[2:], *args)
+    assert tuple(dw.shape) == w.shape
+    check("filter", dw, JitBackend.conv_weight_grad(backend, px, y, w.shape[2:], *args))

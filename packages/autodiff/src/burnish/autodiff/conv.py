@@ -1,8 +1,9 @@
 """Backward rules of convolutions, transposed convolutions and unfold, written as convolutions.
 
 The gradient of a convolution with respect to its input is the transposed convolution of the
-output's gradient (and the other way round); the gradient with respect to the weight is itself a
-convolution, of the input by the output's gradient, with stride and dilation exchanged. So the
+output's gradient (and the other way round); the gradient with respect to the weight is the
+backend's ``conv_weight_grad`` (by default itself a convolution, of the input by the output's
+gradient, with stride and dilation exchanged; cuda runs cuDNN's backward-filter pass). So the
 rules run on the inner backend's own (fast) convolution kernels, for any number of spatial dims,
 groups, strides and dilations.
 """
@@ -27,7 +28,7 @@ def conv_backward(b: Any, dtype, g: Any, x: Any, weight: Any, x_shape: Dims, w_s
         extra = _leftover(x_shape[2:], w_shape[2:], g.shape[2:], stride, padding, dilation)
         x_grad = b.conv_transpose(g, weight, None, stride, padding, extra, dilation, groups)
     if needs[1]:
-        weight_grad = conv_weight_grad(b, x, g, w_shape[2:], stride, padding, dilation, groups)
+        weight_grad = b.conv_weight_grad(x, g, w_shape[2:], stride, padding, dilation, groups)
     if needs[2]:
         bias_grad = channel_sum(b, g)
     return x_grad, weight_grad, bias_grad
@@ -43,32 +44,10 @@ def conv_transpose_backward(b: Any, dtype, g: Any, x: Any, weight: Any, w_shape:
     if needs[1]:
         # The transposed convolution's weight meets the output's gradient as the convolution's
         # weight meets its input: the same formula with the two exchanged.
-        weight_grad = conv_weight_grad(b, g, x, w_shape[2:], stride, padding, dilation, groups)
+        weight_grad = b.conv_weight_grad(g, x, w_shape[2:], stride, padding, dilation, groups)
     if needs[2]:
         bias_grad = channel_sum(b, g)
     return x_grad, weight_grad, bias_grad
-
-
-def conv_weight_grad(b: Any, x: Any, g: Any, kernel: Dims, stride: Dims, padding: Dims,
-                     dilation: Dims, groups: int) -> Any:
-    """``d conv(x, w) / d w`` contracted with ``g``: ``[out_channels, in_channels / groups,
-    *kernel]``. Computed as one grouped convolution whose batch is the input channels of a
-    group, whose channels are (group, batch) and whose kernel is the output's gradient."""
-    batch, channels, *size = x.shape
-    out_channels, out_size = g.shape[1], tuple(g.shape[2:])
-    size = tuple(size)
-    group_in, group_out = channels // groups, out_channels // groups
-    spatial = tuple(range(3, 3 + len(size)))
-    xs = b.reshape(x, (batch, groups, group_in) + size)
-    xs = b.reshape(b.permute(xs, (2, 1, 0) + spatial), (group_in, groups * batch) + size)
-    gs = b.reshape(g, (batch, groups, group_out) + out_size)
-    gs = b.reshape(b.permute(gs, (1, 2, 0) + spatial), (groups * group_out, batch) + out_size)
-    full = b.conv(xs, gs, None, dilation, padding, stride, groups)
-    if tuple(full.shape[2:]) != tuple(kernel):
-        # Rows of the padded input that no output reads give extra kernel positions; drop them.
-        full = b.slice(full, ((0, group_in, 1), (0, out_channels, 1))
-                       + tuple((0, k, 1) for k in kernel))
-    return b.permute(full, (1, 0) + tuple(range(2, 2 + len(size))))
 
 
 def channel_sum(b: Any, g: Any) -> Any:

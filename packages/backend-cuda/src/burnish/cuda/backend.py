@@ -69,6 +69,33 @@ class CudaBackend(JitBackend):
                 return out
         return super().conv(x, weight, bias, stride, padding, dilation, groups)
 
+    def conv_transpose(self, x: JitTensor, weight: JitTensor, bias: JitTensor | None, stride,
+                       padding, output_padding, dilation, groups) -> JitTensor:
+        # cuDNN's backward-data pass where it is installed (a convolution's input gradient).
+        convolutions = x.runtime.convolutions()
+        if convolutions is not None:
+            out = convolutions.transpose(
+                self.contiguous(x), self.contiguous(weight),
+                None if bias is None else self.contiguous(bias), tuple(stride), tuple(padding),
+                tuple(output_padding), tuple(dilation), groups)
+            if out is not None:
+                return out
+        return super().conv_transpose(x, weight, bias, stride, padding, output_padding,
+                                      dilation, groups)
+
+    def conv_weight_grad(self, x: JitTensor, grad: JitTensor, kernel, stride, padding, dilation,
+                         groups) -> JitTensor:
+        # cuDNN's backward-filter pass where it is installed, else the protocol's grouped
+        # convolution (the batch and channel dims exchanged, through the forward pass).
+        convolutions = x.runtime.convolutions()
+        if convolutions is not None:
+            out = convolutions.weight_grad(self.contiguous(x), self.contiguous(grad),
+                                           tuple(kernel), tuple(stride), tuple(padding),
+                                           tuple(dilation), groups)
+            if out is not None:
+                return out
+        return super().conv_weight_grad(x, grad, kernel, stride, padding, dilation, groups)
+
     def _as_cupy(self, x: JitTensor):
         itemsize = x.dtype.itemsize
         return x.runtime.as_cupy(x.buffer.handle, x.offset * itemsize, x.shape,

@@ -4,10 +4,12 @@ instead of ``burnish.jit``'s patch gather and a cuBLAS product.
 CuPy 14 no longer wraps cuDNN, so its C API is called through ``ctypes``, from the library of
 the ``nvidia-cudnn-cu12``/``-cu13`` wheel (``pip install 'burnish-backend-cuda[cudnn12]'``), a
 path in ``BURNISH_CUDNN_LIBRARY``, or the system's ``libcudnn.so.9``. Without it, or with
-``BURNISH_CUDNN=0``, convolutions take the gather and cuBLAS. Descriptors, the algorithm (the
-fastest of cuDNN's candidates, timed once per shape as ``torch.backends.cudnn.benchmark`` does;
+``BURNISH_CUDNN=0``, convolutions take the gather and cuBLAS. All three passes run here: the
+forward pass (``conv``), backward data (``conv_transpose``, so every input gradient) and
+backward filter (``conv_weight_grad``). Descriptors, the algorithm (the fastest of cuDNN's
+deterministic candidates, timed once per shape as ``torch.backends.cudnn.benchmark`` does;
 ``BURNISH_CUDNN_BENCHMARK=0``: cuDNN's heuristics alone) and the workspace size are made once
-per shape and kept.
+per shape and pass and kept.
 """
 
 from __future__ import annotations
@@ -40,6 +42,23 @@ _DEFAULT_MATH, _TENSOR_OP_MATH, _FMA_MATH = 0, 1, 3
 _ALGORITHMS = 8  # the forward algorithms cuDNN ranks
 #: Convolution shapes whose plans a device keeps (then it starts over).
 PLAN_LIMIT = 1024
+#: The passes a plan is for, and the cuDNN functions that rank their algorithms (timed, then by
+#: heuristics) and size their workspace.
+_FORWARD, _DATA, _FILTER = "forward", "data", "filter"
+_CALLS = {
+    _FORWARD: ("cudnnFindConvolutionForwardAlgorithm", "cudnnGetConvolutionForwardAlgorithm_v7",
+               "cudnnGetConvolutionForwardWorkspaceSize"),
+    _DATA: ("cudnnFindConvolutionBackwardDataAlgorithm",
+            "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+            "cudnnGetConvolutionBackwardDataWorkspaceSize"),
+    _FILTER: ("cudnnFindConvolutionBackwardFilterAlgorithm",
+              "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+              "cudnnGetConvolutionBackwardFilterWorkspaceSize"),
+}
+#: ``cudnnDeterminism_t``: only algorithms that give the same bits on every run are chosen (some
+#: backward ones add with atomics, in whatever order the hardware runs them), so a training step
+#: is reproducible and its captured replay matches the eager run bit for bit.
+_DETERMINISTIC = 1
 #: Whether a shape's algorithm is chosen by timing cuDNN's candidates once (``BURNISH_CUDNN_
 #: BENCHMARK=0``: cuDNN's heuristics alone, as PyTorch's default).
 BENCHMARK = os.environ.get("BURNISH_CUDNN_BENCHMARK", "1") != "0"
@@ -148,6 +167,20 @@ def _declare(lib: Any) -> None:
                                                  ctypes.POINTER(_AlgoPerf)],
         "cudnnGetConvolutionForwardWorkspaceSize": [p, p, p, p, p, i, ctypes.POINTER(s)],
         "cudnnConvolutionForward": [p, p, p, p, p, p, p, i, p, s, p, p, p],
+        "cudnnFindConvolutionBackwardDataAlgorithm": [p, p, p, p, p, i, ints,
+                                                      ctypes.POINTER(_AlgoPerf)],
+        "cudnnGetConvolutionBackwardDataAlgorithm_v7": [p, p, p, p, p, i, ints,
+                                                        ctypes.POINTER(_AlgoPerf)],
+        "cudnnGetConvolutionBackwardDataWorkspaceSize": [p, p, p, p, p, i,
+                                                         ctypes.POINTER(s)],
+        "cudnnConvolutionBackwardData": [p, p, p, p, p, p, p, i, p, s, p, p, p],
+        "cudnnFindConvolutionBackwardFilterAlgorithm": [p, p, p, p, p, i, ints,
+                                                        ctypes.POINTER(_AlgoPerf)],
+        "cudnnGetConvolutionBackwardFilterAlgorithm_v7": [p, p, p, p, p, i, ints,
+                                                          ctypes.POINTER(_AlgoPerf)],
+        "cudnnGetConvolutionBackwardFilterWorkspaceSize": [p, p, p, p, p, i,
+                                                           ctypes.POINTER(s)],
+        "cudnnConvolutionBackwardFilter": [p, p, p, p, p, p, p, i, p, s, p, p, p],
         "cudnnAddTensor": [p, p, p, p, p, p, p],
     }
     for name, argtypes in signatures.items():
@@ -163,7 +196,8 @@ def _ints(values) -> ctypes.Array:
 class _Plan:
     """What one convolution shape always uses: descriptors, algorithm, workspace size."""
 
-    __slots__ = ("x", "w", "y", "conv", "bias", "algo", "workspace", "scalars", "alpha", "beta")
+    __slots__ = ("kind", "x", "w", "y", "conv", "bias", "algo", "workspace", "scalars", "alpha",
+                 "beta")
 
 
 class Convolutions:
@@ -190,32 +224,65 @@ class Convolutions:
                 groups: int) -> JitTensor | None:
         """The convolution of plain ``x`` by plain ``weight`` (plus plain ``bias``), or None
         when cuDNN does not take it (then nothing was enqueued)."""
-        dtype = x.dtype.name
-        spatial = x.ndim - 2
         out_size = output_size(x.shape[2:], weight.shape[2:], stride, padding, dilation)
         out_shape = (x.shape[0], weight.shape[0], *out_size)
-        key = (dtype, x.shape, weight.shape, stride, padding, dilation, groups,
-               bias is not None, gemm.tf32_allowed())
+        return self._run(_FORWARD, x, weight, bias, (x.shape, weight.shape, out_shape),
+                         out_shape, stride, padding, dilation, groups)
+
+    def transpose(self, x: JitTensor, weight: JitTensor, bias: JitTensor | None,
+                  stride: tuple[int, ...], padding: tuple[int, ...],
+                  output_padding: tuple[int, ...], dilation: tuple[int, ...],
+                  groups: int) -> JitTensor | None:
+        """The transposed convolution of plain ``x`` by plain ``weight`` (``[in_channels,
+        out_channels / groups, *kernel]``) plus plain ``bias``: cuDNN's backward-data pass of
+        the convolution whose output ``x`` would be (the input gradient of a convolution is
+        this op). None when cuDNN does not take it."""
+        out_size = tuple((n - 1) * s - 2 * p + d * (k - 1) + o + 1 for n, s, p, d, k, o in zip(
+            x.shape[2:], stride, padding, dilation, weight.shape[2:], output_padding))
+        out_shape = (x.shape[0], weight.shape[1] * groups, *out_size)
+        return self._run(_DATA, x, weight, bias, (out_shape, weight.shape, x.shape), out_shape,
+                         stride, padding, dilation, groups)
+
+    def weight_grad(self, x: JitTensor, grad: JitTensor, kernel: tuple[int, ...],
+                    stride: tuple[int, ...], padding: tuple[int, ...],
+                    dilation: tuple[int, ...], groups: int) -> JitTensor | None:
+        """The gradient of the convolution of plain ``x`` with respect to its weight,
+        contracted with plain ``grad`` (the output's gradient): cuDNN's backward-filter pass,
+        ``[out_channels, in_channels / groups, *kernel]``. None when cuDNN does not take it."""
+        w_shape = (grad.shape[1], x.shape[1] // groups, *kernel)
+        return self._run(_FILTER, x, grad, None, (x.shape, w_shape, grad.shape), w_shape,
+                         stride, padding, dilation, groups)
+
+    def _run(self, kind: str, a: JitTensor, b: JitTensor, bias: JitTensor | None,
+             shapes: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]],
+             out_shape: tuple[int, ...], stride: tuple[int, ...], padding: tuple[int, ...],
+             dilation: tuple[int, ...], groups: int) -> JitTensor | None:
+        """Enqueue pass ``kind`` of the convolution whose input, weight and output have
+        ``shapes``, reading ``a`` and ``b`` (forward: input and weight; data: output gradient
+        and weight; filter: input and output gradient), writing a new tensor of ``out_shape``
+        (plus ``bias``, broadcast over its channels)."""
+        dtype = a.dtype.name
+        key = (kind, dtype, shapes, stride, padding, dilation, groups, bias is not None,
+               gemm.tf32_allowed())
         with self.lock:
             plan = self.plans.get(key, False)
             if plan is False:
                 if len(self.plans) >= PLAN_LIMIT:
                     self.plans.clear()
-                plan = self.plans[key] = self._plan(dtype, spatial, x.shape, weight.shape,
-                                                    out_shape, stride, padding, dilation, groups,
-                                                    bias is not None)
+                plan = self.plans[key] = self._plan(kind, dtype, *shapes, stride, padding,
+                                                    dilation, groups, bias is not None)
         if plan is None:
             return None
         runtime = self.runtime
         itemsize = runtime.generator.storage_numpy(dtype).itemsize
-        out = JitTensor(runtime.pool.alloc(numel(out_shape) * itemsize), out_shape, x.dtype,
-                        x.device, runtime)
+        out = JitTensor(runtime.pool.alloc(numel(out_shape) * itemsize), out_shape, a.dtype,
+                        a.device, runtime)
         workspace = runtime.pool.alloc(plan.workspace) if plan.workspace else None
-        reads = [x.buffer.handle, weight.buffer.handle]
+        reads = [a.buffer.handle, b.buffer.handle]
         writes = [out.buffer.handle] + ([workspace.handle] if workspace else [])
         if bias is not None:
             reads.append(bias.buffer.handle)
-        runtime.call(self._forward, (plan, _address(x, itemsize), _address(weight, itemsize),
+        runtime.call(self._enqueue, (plan, _address(a, itemsize), _address(b, itemsize),
                                      workspace.handle.ptr if workspace else 0,
                                      None if bias is None else _address(bias, itemsize),
                                      _address(out, itemsize)),
@@ -223,23 +290,36 @@ class Convolutions:
         runtime.launches += 1 + (bias is not None)
         return out
 
-    def _forward(self, plan: _Plan, x: ctypes.c_void_p, weight: ctypes.c_void_p,
-                 workspace: int, bias: ctypes.c_void_p | None, out: ctypes.c_void_p) -> None:
-        """Enqueue one planned convolution (and its bias) on the runtime's stream."""
-        lib = self.lib
+    def _enqueue(self, plan: _Plan, a: ctypes.c_void_p, b: ctypes.c_void_p, workspace: int,
+                 bias: ctypes.c_void_p | None, out: ctypes.c_void_p) -> None:
+        """Enqueue one planned pass (and its bias) on the runtime's stream."""
+        lib, work = self.lib, ctypes.c_void_p(workspace)
         with self.lock, _current(self.runtime):
-            self._check(lib.cudnnConvolutionForward(
-                self.handle, plan.alpha, plan.x, x, plan.w, weight, plan.conv, plan.algo,
-                ctypes.c_void_p(workspace), plan.workspace, plan.beta, plan.y, out),
-                "cudnnConvolutionForward")
+            if plan.kind == _FORWARD:  # y = conv(x, w)
+                self._check(lib.cudnnConvolutionForward(
+                    self.handle, plan.alpha, plan.x, a, plan.w, b, plan.conv, plan.algo, work,
+                    plan.workspace, plan.beta, plan.y, out), "cudnnConvolutionForward")
+                out_desc = plan.y
+            elif plan.kind == _DATA:  # dx from dy and w
+                self._check(lib.cudnnConvolutionBackwardData(
+                    self.handle, plan.alpha, plan.w, b, plan.y, a, plan.conv, plan.algo, work,
+                    plan.workspace, plan.beta, plan.x, out), "cudnnConvolutionBackwardData")
+                out_desc = plan.x
+            else:  # dw from x and dy
+                self._check(lib.cudnnConvolutionBackwardFilter(
+                    self.handle, plan.alpha, plan.x, a, plan.y, b, plan.conv, plan.algo, work,
+                    plan.workspace, plan.beta, plan.w, out), "cudnnConvolutionBackwardFilter")
+                out_desc = None
             if bias is not None:
                 self._check(lib.cudnnAddTensor(
-                    self.handle, plan.alpha, plan.bias, bias, plan.alpha, plan.y, out),
+                    self.handle, plan.alpha, plan.bias, bias, plan.alpha, out_desc, out),
                     "cudnnAddTensor")
 
-    def _plan(self, dtype, spatial, x_shape, w_shape, out_shape, stride, padding, dilation,
+    def _plan(self, kind, dtype, x_shape, w_shape, out_shape, stride, padding, dilation,
               groups, has_bias) -> _Plan | None:
-        """Descriptors, algorithm and workspace for one shape; None where cuDNN refuses."""
+        """Descriptors, algorithm and workspace of pass ``kind`` for one shape; None where
+        cuDNN refuses."""
+        spatial = len(x_shape) - 2
         if dtype not in _TYPES or not 1 <= spatial <= 3 or min(x_shape + w_shape) == 0 \
                 or min(out_shape) <= 0:
             return None
@@ -251,6 +331,7 @@ class Convolutions:
             stride, padding, dilation = (1, *stride), (0, *padding), (1, *dilation)
         lib, ok = self.lib, 0
         plan = _Plan()
+        plan.kind = kind
         plan.x, plan.y = self._tensor(data, x_shape), self._tensor(data, out_shape)
         plan.w = ctypes.c_void_p()
         ok |= lib.cudnnCreateFilterDescriptor(ctypes.byref(plan.w))
@@ -277,27 +358,34 @@ class Convolutions:
             # Timed (as torch.backends.cudnn.benchmark): cuDNN's heuristics pick kernels several
             # times slower than the best for some shapes (ResNet-18's 3x3 convolutions in float32
             # without TF32). Once per shape; the ranking comes fastest first.
-            find = lib.cudnnFindConvolutionForwardAlgorithm if BENCHMARK else None
-            if find is None or find(self.handle, plan.x, plan.w, plan.conv, plan.y, _ALGORITHMS,
-                                    ctypes.byref(count), perf):
-                if lib.cudnnGetConvolutionForwardAlgorithm_v7(
-                        self.handle, plan.x, plan.w, plan.conv, plan.y, _ALGORITHMS,
-                        ctypes.byref(count), perf):
+            find, heuristics, workspace_of = (getattr(lib, name) for name in _CALLS[kind])
+            # Forward: (x, w, conv, y); backward data: (w, dy, conv, dx); filter: (x, dy, conv,
+            # dw).
+            descriptors = {_FORWARD: (plan.x, plan.w, plan.conv, plan.y),
+                           _DATA: (plan.w, plan.y, plan.conv, plan.x),
+                           _FILTER: (plan.x, plan.y, plan.conv, plan.w)}[kind]
+            if not BENCHMARK or find(self.handle, *descriptors, _ALGORITHMS,
+                                     ctypes.byref(count), perf):
+                if heuristics(self.handle, *descriptors, _ALGORITHMS, ctypes.byref(count),
+                              perf):
                     return None
             for choice in perf[:count.value]:
-                if choice.status == 0 and (choice.memory > WORKSPACE_LIMIT or (
-                        choice.math_type == _TENSOR_OP_MATH and math != _TENSOR_OP_MATH)):
-                    continue  # too much workspace, or tensor cores where TF32 is not allowed
+                if choice.status == 0 and (
+                        choice.memory > WORKSPACE_LIMIT or choice.determinism != _DETERMINISTIC
+                        or (choice.math_type == _TENSOR_OP_MATH and math != _TENSOR_OP_MATH)):
+                    # Too much workspace, results that vary from run to run, or tensor cores
+                    # where TF32 is not allowed.
+                    continue
                 size = ctypes.c_size_t()
-                if choice.status == 0 and not lib.cudnnGetConvolutionForwardWorkspaceSize(
-                        self.handle, plan.x, plan.w, plan.conv, plan.y, choice.algo,
-                        ctypes.byref(size)):
+                if choice.status == 0 and not workspace_of(self.handle, *descriptors,
+                                                           choice.algo, ctypes.byref(size)):
                     plan.algo, plan.workspace = choice.algo, size.value
                     break
             else:
                 return None
         if has_bias:
-            plan.bias = self._tensor(data, (1, out_shape[1]) + (1,) * (len(out_shape) - 2))
+            channels = out_shape[1] if kind == _FORWARD else x_shape[1]
+            plan.bias = self._tensor(data, (1, channels) + (1,) * (len(out_shape) - 2))
             if plan.bias is None:
                 return None
         # alpha and beta live as long as the plan; the calls take their addresses.

@@ -32,6 +32,31 @@ class ModuleOps(ABC):
         out_channels // groups, *kernel]``; each output dim is ``(in - 1) * stride - 2 * padding
         + dilation * (kernel - 1) + output_padding + 1``."""
 
+    def conv_weight_grad(self, x: Primitive, grad: Primitive, kernel: Dims, stride: Dims,
+                         padding: Dims, dilation: Dims, groups: int) -> Primitive:
+        """The gradient of ``conv(x, weight, ...)`` with respect to ``weight``, contracted with
+        ``grad`` (the output's gradient, ``[batch, out_channels, *out]``): ``[out_channels,
+        in_channels // groups, *kernel]``. (The weight gradient of ``conv_transpose`` is this op
+        with ``x`` and ``grad`` exchanged.) The default is one grouped convolution whose batch
+        is the input channels of a group, whose channels are (group, batch) and whose kernel is
+        ``grad``, with stride and dilation exchanged."""
+        batch, channels, *size = x.shape
+        out_channels, out_size = grad.shape[1], tuple(grad.shape[2:])
+        size = tuple(size)
+        group_in, group_out = channels // groups, out_channels // groups
+        spatial = tuple(range(3, 3 + len(size)))
+        xs = self.reshape(x, (batch, groups, group_in) + size)
+        xs = self.reshape(self.permute(xs, (2, 1, 0) + spatial), (group_in, groups * batch) + size)
+        gs = self.reshape(grad, (batch, groups, group_out) + out_size)
+        gs = self.reshape(self.permute(gs, (1, 2, 0) + spatial),
+                          (groups * group_out, batch) + out_size)
+        full = self.conv(xs, gs, None, dilation, padding, stride, groups)
+        if tuple(full.shape[2:]) != tuple(kernel):
+            # Rows of the padded input that no output reads give extra kernel positions.
+            full = self.slice(full, ((0, group_in, 1), (0, out_channels, 1))
+                              + tuple((0, k, 1) for k in kernel))
+        return self.permute(full, (1, 0) + tuple(range(2, 2 + len(size))))
+
     @abstractmethod
     def avg_pool(self, x: Primitive, kernel: Dims, stride: Dims, padding: Dims,
                  count_include_pad: bool, ceil_mode: bool) -> Primitive:
