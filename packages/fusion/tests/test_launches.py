@@ -272,6 +272,28 @@ def test_an_op_flushed_alone_runs_at_once_after_the_same_flush(device, monkeypat
     assert launches(device) == before + 3
 
 
+def test_a_capture_records_the_same_kernels_while_lone_ops_are_trusted(device, monkeypatch):
+    """The lone-op predictions neither count down nor grow while a capture records: otherwise
+    a count that runs out inside one of the two recordings fuses an op that the other ran
+    alone, the recordings differ, and the function never replays (an LSTM over 64 steps)."""
+    monkeypatch.setattr(lazy, "LONE_TRUST", 3)
+    values, bias = sample((8, 16), 5), sample((16,), 6)
+    b = bn.Tensor.from_data(bias, device=device)
+
+    def steps(x: bn.Tensor) -> bn.Tensor:
+        for _ in range(5):  # one lone op per step: more than LONE_TRUST per call
+            h = (x * 2.0).tanh()
+            x = (h + b).cumsum(0) * 0.1  # the scan flushes h + b alone
+        return x
+
+    expected = steps(bn.Tensor.from_data(values, device=device)).to_data().to_numpy()
+    captured = bn.capture(steps, strict=True)
+    for _ in range(5):  # warm-up, two recordings that must agree, then replays
+        got = captured(bn.Tensor.from_data(values, device=device))
+        np.testing.assert_allclose(got.to_data().to_numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert captured.stats()[0]["replays"] >= 2
+
+
 def test_ops_that_never_record_are_the_inner_backends_own(fused_backend):
     inner = fused_backend.inner
     assert fused_backend.cumsum == inner.cumsum  # called as it is: nothing to record

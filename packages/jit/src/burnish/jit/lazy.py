@@ -49,7 +49,8 @@ PLAN_LIMIT = 1024
 #: nothing from fusion and costs a recording and a flush more than running it; training loops
 #: have several (an elementwise op between two matrix products). The prediction is keyed by
 #: the op's structure and the flush that came before it, so the same op elsewhere in a program
-#: still fuses; a wrong one only costs the fusion of that op with what follows it.
+#: still fuses; a wrong one only costs the fusion of that op with what follows it. While a
+#: capture records, the predictions are neither learnt nor counted down.
 LONE_TRUST = 64
 
 # The slot that holds a JitTensor's buffer: a LazyTensor leaves it unset until computed.
@@ -245,9 +246,12 @@ def record(op: str, fn, inputs: Sequence[JitTensor], dtype: DType,
         lone = (runtime.lazy_context, entry)
         trust = runtime.lazy_lone.get(lone)
         if trust is not None:
-            if trust > 1:
+            # While a capture records, the predictions stand still: the two recordings of a
+            # call must launch the same kernels, and a count that ran out in one of them would
+            # fuse an op there that the other ran alone.
+            if runtime.pool.recorder is None and trust > 1:
                 runtime.lazy_lone[lone] = trust - 1
-            else:  # recorded next time, to check the prediction still holds
+            elif runtime.pool.recorder is None:  # recorded next time, to check it still holds
                 del runtime.lazy_lone[lone]
             slots.clear()
             stream.buffers.clear()
@@ -338,7 +342,9 @@ def _flush(runtime: Runtime, stream: Stream, first: LazyTensor | None) -> None:
             runtime.lazy_lone.clear()  # keyed by the ids of plans
         plans[key] = launches
         # What stayed lazy (a reference count guessed wrong) computes itself on demand.
-    if len(live) == 1:  # a lone op: run at once next time it comes after the same flush
+    if len(live) == 1 and runtime.pool.recorder is None:
+        # A lone op: run at once next time it comes after the same flush (not learnt while a
+        # capture records, for the same reason as in ``record``).
         lone = runtime.lazy_lone
         if len(lone) >= PLAN_LIMIT:
             lone.clear()
