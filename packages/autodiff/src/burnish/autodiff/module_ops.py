@@ -53,6 +53,15 @@ class AutodiffModuleOps(ModuleOps):
                  stride, padding, dilation, groups)
         return self._record(out, (x, weight, bias), conv_transpose_backward, saved)
 
+    def conv_weight_grad(self, x: P, grad: P, kernel: Dims, stride: Dims, padding: Dims,
+                         dilation: Dims, groups: int) -> P:
+        if x.node is None and grad.node is None:
+            return P(self._inner.conv_weight_grad(x.inner, grad.inner, kernel, stride, padding,
+                                                  dilation, groups))
+        # Tracked (a gradient of a gradient): the default's composition, differentiable.
+        return ModuleOps.conv_weight_grad(self, x, grad, kernel, stride, padding, dilation,
+                                          groups)
+
     def avg_pool(self, x: P, kernel: Dims, stride: Dims, padding: Dims,
                  count_include_pad: bool, ceil_mode: bool) -> P:
         out = self._inner.avg_pool(x.inner, kernel, stride, padding, count_include_pad,
