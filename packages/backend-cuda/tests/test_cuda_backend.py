@@ -98,3 +98,40 @@ def test_convolutions_on_cudnn_match_the_gather(dtype, spatial, groups, bias):
     dw = backend.conv_weight_grad(px, y, w.shape[2:], *args)
     assert tuple(dw.shape) == w.shape
     check("filter", dw, JitBackend.conv_weight_grad(backend, px, y, w.shape[2:], *args))
+
+
+def test_fusion_leaves_products_to_cublas_while_a_capture_records():
+    """A small float32 product with an epilogue runs in fusion's generated kernel eagerly (it
+    saves cuBLAS's host time) but on cuBLAS in a record, whose replays pay no host time."""
+    backend, reason = _cuda_or_reason()
+    if backend is None:
+        pytest.skip(f"needs an NVIDIA GPU with CuPy ({reason})")
+    from burnish.cuda import gemm
+
+    if gemm.tf32_allowed():
+        pytest.skip("TF32 is allowed: every float32 product goes to cuBLAS")
+    runtime = backend.runtime(backend.default_device())
+    assert runtime.fuses_product(bn.float32, 64 * 64 * 64)
+
+    def steps(a: Tensor, b: Tensor) -> Tensor:
+        return (a @ b).tanh()
+
+    fused = bn.backend("fusion+cuda")
+    device = fused.default_device()
+    a, b = (Tensor.from_data(np.full((64, 64), 0.01, np.float32), device=device)
+            for _ in range(2))
+    seen = []
+    original = type(runtime).fuses_product
+
+    def spy(self, dtype, macs):
+        seen.append((self.pool.recorder is not None, original(self, dtype, macs)))
+        return seen[-1][1]
+
+    type(runtime).fuses_product = spy
+    try:
+        captured = bn.capture(steps, strict=True)
+        for _ in range(4):
+            np.testing.assert_allclose(captured(a, b).to_numpy(), np.tanh(0.0064), rtol=1e-5)
+    finally:
+        type(runtime).fuses_product = original
+    assert (False, True) in seen and (True, False) in seen, seen
