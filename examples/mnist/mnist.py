@@ -58,10 +58,14 @@ def train(args: argparse.Namespace) -> float:
     bn.seed(0)
     model = CnnConfig().init(bn.backend(args.backend).default_device())
     # One worker process builds the next batches while the step runs, kept from epoch to epoch.
+    # Batches are made on the device each step runs on (training: the model's; validation: the
+    # inner backend's, without autodiff), so that no step moves them there, which capture cannot
+    # replay.
     train_loader = DataLoader(train_set, MnistBatcher(), args.batch_size, shuffle=True,
-                              num_workers=1, persistent_workers=True)
+                              num_workers=1, persistent_workers=True,
+                              device=model.conv1.weight.device)
     valid_loader = DataLoader(valid_set, MnistBatcher(), 500, num_workers=1,
-                              persistent_workers=True)
+                              persistent_workers=True, device=model.valid().conv1.weight.device)
     steps = args.epochs * len(train_loader)
     schedule = optim.CosineAnnealingLr(args.lr, steps, warmup_iters=min(50, steps // 10))
     learner = (LearnerBuilder(args.run_dir)
