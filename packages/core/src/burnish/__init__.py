@@ -9,6 +9,7 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)
 
 from burnish import functional  # noqa: E402  (after Tensor: it builds on it)
+from burnish.amp import autocast  # noqa: E402
 from burnish.device import Device  # noqa: E402
 from burnish.distribution import Distribution  # noqa: E402
 from burnish.dtype import (  # noqa: E402
@@ -47,7 +48,7 @@ from burnish.registry import (  # noqa: E402
 )
 from burnish.replay import Captured, capture  # noqa: E402
 from burnish.shape import Shape  # noqa: E402
-from burnish.tensor import Tensor, cat, stack, where  # noqa: E402
+from burnish.tensor import NamedTensor, Tensor, cat, multinomial, stack, where  # noqa: E402
 from burnish.tensor.core import is_debug, set_debug  # noqa: E402
 from burnish.tensor_data import TensorData  # noqa: E402
 
@@ -56,9 +57,10 @@ __version__ = "0.1.0"
 __all__ = [
     "ArgumentTypeError", "AutodiffError", "BackendNotInstalledError", "BurnishError",
     "CaptureError", "Captured", "DType", "DTypeError", "Device", "DeviceError",
-    "DivisionByZeroError", "Distribution", "Kind", "RecordError", "Shape", "ShapeError", "Tensor",
+    "DivisionByZeroError", "Distribution", "Kind", "NamedTensor", "RecordError", "Shape",
+    "ShapeError", "Tensor", "autocast",
     "TensorData", "UnsupportedError", "backend", "bfloat16", "bool_", "capture", "default_backend",
     "default_device", "float16", "float32", "float64", "functional", "int8", "int16", "int32",
-    "int64", "is_debug", "seed", "set_debug", "set_default_backend", "uint8", "cat", "stack",
-    "where",
+    "int64", "is_debug", "multinomial", "seed", "set_debug", "set_default_backend", "uint8",
+    "cat", "stack", "where",
 ]

@@ -121,6 +121,10 @@ class AutodiffBase(WrapsDevices, BackendBase):
                device: Device) -> P:
         return P(self._inner.random(shape, distribution, dtype, device.native))
 
+    def multinomial(self, weights: P, num_samples: int, replacement: bool, dtype: DType) -> P:
+        # A draw: no gradient flows through it.
+        return P(self._inner.multinomial(weights.inner, num_samples, replacement, dtype))
+
     def cast(self, x: P, from_dtype: DType, to_dtype: DType) -> P:
         out = self._inner.cast(x.inner, from_dtype, to_dtype)
         if x.node is None or not to_dtype.is_float:

@@ -105,3 +105,72 @@ def test_seed_makes_draws_reproducible(device, dtype):
     assert np.array_equal(first, again)
     assert not np.array_equal(first, second)
     assert not np.array_equal(first, other)
+
+
+# -- multinomial: category indices drawn from rows of weights -----------------------------------
+
+WEIGHTS = [[1.0, 0.0, 2.0, 0.5, 0.0], [0.0, 3.0, 0.0, 1.0, 1.0]]
+
+
+@pytest.mark.parametrize("replacement", [False, True], ids=["distinct", "replacement"])
+@pytest.mark.parametrize(("rows", "samples"), [(None, 1), (None, 3), (2, 3)],
+                         ids=["1d-1", "1d-3", "2d-3"])
+def test_multinomial_shapes_and_range(device, rows, samples, replacement):
+    weights = WEIGHTS[1] if rows is None else WEIGHTS
+    out = Tensor.from_data(weights, device).multinomial(samples, replacement)
+    shape = (samples,) if rows is None else (rows, samples)
+    values = host(out, shape, burnish.int64).reshape(-1, samples)
+    for row, drawn in zip(np.reshape(weights, (-1, 5)), values):
+        assert (row[drawn] > 0).all(), f"drew zero-weight categories: {drawn} from {row}"
+        if not replacement:
+            assert len(set(drawn.tolist())) == samples, f"repeated categories: {drawn}"
+
+
+def test_multinomial_without_replacement_draws_every_positive_category(device):
+    out = burnish.multinomial(Tensor.from_data(WEIGHTS, device), 3)
+    values = host(out, (2, 3), burnish.int64)
+    assert [sorted(row) for row in values.tolist()] == [[0, 2, 3], [1, 3, 4]]
+
+
+def test_multinomial_frequencies_follow_the_weights(device):
+    burnish.seed(7)
+    weights = np.array([1.0, 0.0, 2.0, 1.0])
+    count = 4000
+    values = host(Tensor.from_data(weights, device, "float32").multinomial(count, True), (count,),
+                  burnish.int64)
+    frequencies = np.bincount(values, minlength=4) / count
+    expected = weights / weights.sum()
+    bound = SIGMAS * np.sqrt(expected * (1 - expected) / count)
+    assert frequencies[1] == 0.0
+    assert (np.abs(frequencies - expected) <= bound).all(), (
+        f"frequencies {frequencies} are not {expected} +- {bound}")
+    # The first of a draw without replacement follows the weights as well.
+    firsts = host(Tensor.from_data(np.tile(weights, (count, 1)), device,
+                                   "float32").multinomial(2),
+                  (count, 2), burnish.int64)[:, 0]
+    frequencies = np.bincount(firsts, minlength=4) / count
+    assert (np.abs(frequencies - expected) <= bound).all(), (
+        f"first draws' frequencies {frequencies} are not {expected} +- {bound}")
+
+
+def test_multinomial_seed_makes_draws_reproducible(device):
+    weights = Tensor.ones((3, 8), device)
+
+    def draws():
+        return [host(weights.multinomial(4, replacement)) for replacement in (False, True)]
+
+    burnish.seed(99)
+    first = draws()
+    second = draws()
+    burnish.seed(99)
+    again = draws()
+    for a, b, c in zip(first, second, again):
+        assert np.array_equal(a, c)
+        assert not np.array_equal(a, b)
+
+
+@pytest.mark.requires_autodiff
+def test_multinomial_has_no_gradient(device):
+    weights = Tensor.from_data(WEIGHTS, device).require_grad()
+    out = weights.multinomial(2)
+    assert out.dtype is burnish.int64 and not out.is_require_grad()

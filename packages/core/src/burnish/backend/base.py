@@ -10,7 +10,7 @@ import numpy as np
 
 from burnish.device import Device
 from burnish.distribution import Distribution
-from burnish.dtype import DType, int64
+from burnish.dtype import DType, bool_, int64
 from burnish.errors import ShapeError
 from burnish.tensor_data import TensorData
 
@@ -152,6 +152,39 @@ class BackendBase(ABC):
     def random(self, shape: tuple[int, ...], distribution: Distribution, dtype: DType,
                device: Device) -> Primitive:
         """Values drawn from ``distribution`` (uniform draws for int dtypes are floored)."""
+
+    def multinomial(self, weights: Primitive, num_samples: int, replacement: bool,
+                    dtype: DType) -> Primitive:
+        """int64 ``[rows, num_samples]``: category indices drawn from each row of the 2-d float
+        ``weights`` (``[rows, categories]``, non-negative, each row with a positive sum, not
+        necessarily normalised; float32 or float64) with probability proportional to the
+        weight, through this backend's generator (``random``). Without ``replacement`` a row's
+        samples are distinct (``num_samples <= categories``). ``Tensor`` has checked the
+        arguments; it checks the values where it may read them."""
+        rows, categories = weights.shape
+        device = self._device_of(weights)
+        if replacement:
+            # Inverse CDF: a sample is the number of running sums at or below u * total. The
+            # last running sum is the total itself (adding a zero weight changes nothing), so
+            # zero-weight categories span empty intervals; the minimum with the index of the
+            # last positive weight covers u * total rounding up to the total.
+            cdf = self.cumsum(weights, 1)
+            total = self.slice(cdf, ((0, rows, 1), (categories - 1, categories, 1)))
+            uniform = self.random((rows, num_samples), Distribution.default(), dtype, device)
+            threshold = self.reshape(self.mul(uniform, total), (rows, num_samples, 1))
+            below = self.lower_equal(self.reshape(cdf, (rows, 1, categories)), threshold)
+            drawn = self.sum(self.cast(below, bool_, int64), 2)
+            last = self.sum(self.cast(self.lower(cdf, total), bool_, int64), 1)
+            return self.minimum(self.reshape(drawn, (rows, num_samples)), last)
+        # Exponential races (Gumbel-top-k): category i arrives at E_i / w_i with E_i ~ Exp(1);
+        # the first num_samples arrivals are a sample without replacement. Zero weights get a
+        # key below every positive one.
+        uniform = self.random((rows, categories), Distribution.default(), dtype, device)
+        arrival = self.neg(self.log1p(self.neg(uniform, dtype), dtype), dtype)
+        keys = self.div(weights, arrival)
+        zero = self.lower_equal(weights, self.full((), 0.0, dtype, device))
+        keys = self.mask_fill(keys, zero, -1.0, dtype)
+        return self.topk_with_indices(keys, 1, num_samples)[1]
 
     @abstractmethod
     def cast(self, x: Primitive, from_dtype: DType, to_dtype: DType) -> Primitive:

@@ -24,6 +24,7 @@ from burnish.functional.conv import (
     unfold,
 )
 from burnish.functional.embedding import embedding
+from burnish.functional.linear import linear
 from burnish.functional.optim import adam_step
 from burnish.functional.pad import pad
 from burnish.functional.pool import (
@@ -53,7 +54,7 @@ __all__ = [
     "adam_step", "adaptive_max_pool", "adaptive_max_pool1d", "adaptive_max_pool2d",
     "adaptive_max_pool_with_indices", "avg_pool", "avg_pool1d", "avg_pool2d", "conv", "conv1d",
     "conv2d", "conv3d", "conv_transpose", "conv_transpose1d", "conv_transpose2d",
-    "conv_transpose3d", "embedding", "gelu", "gru_cell", "interpolate", "log_sigmoid",
+    "conv_transpose3d", "embedding", "gelu", "gru_cell", "interpolate", "linear", "log_sigmoid",
     "log_softmax", "lstm_cell",
     "max_pool", "max_pool1d", "max_pool1d_with_indices", "max_pool2d", "max_pool2d_with_indices",
     "max_pool_with_indices", "pad", "relu", "scaled_dot_product_attention", "sigmoid",

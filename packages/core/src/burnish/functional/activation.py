@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from burnish import amp as _amp
 from burnish.dtype import DEFAULT_FLOAT
 from burnish.shape import normalize_dim
 from burnish.tensor import core as _core
@@ -39,13 +40,13 @@ def log_sigmoid(x: Tensor) -> Tensor:
 
 
 def softmax(x: Tensor, dim: int) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``dim``."""
-    return _apply(x, "softmax", normalize_dim(dim, x.ndim))
+    """``exp(x) / sum(exp(x))`` along ``dim`` (in float32 under autocast)."""
+    return _apply(_amp.full(x), "softmax", normalize_dim(dim, x.ndim))
 
 
 def log_softmax(x: Tensor, dim: int) -> Tensor:
-    """``x - log(sum(exp(x)))`` along ``dim``."""
-    return _apply(x, "log_softmax", normalize_dim(dim, x.ndim))
+    """``x - log(sum(exp(x)))`` along ``dim`` (in float32 under autocast)."""
+    return _apply(_amp.full(x), "log_softmax", normalize_dim(dim, x.ndim))
 
 
 def silu(x: Tensor) -> Tensor:

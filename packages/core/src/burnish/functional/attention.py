@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from burnish import amp as _amp
 from burnish.backend import AutodiffOps
 from burnish.backend.attention_ops import masked_score
 from burnish.distribution import Distribution
@@ -44,6 +45,8 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     Raises ShapeError for shapes that do not fit (naming them), DTypeError for non-float inputs
     or a non-bool mask, DeviceError for tensors on different devices.
     """
+    if _amp.entered and (low := _amp.state.dtype) is not None:
+        q, k, v = _amp.low(q, low), _amp.low(k, low), _amp.low(v, low)
     _check(q, k, v, mask)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[3]) if q.shape[3] else 1.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from burnish import amp as _amp
 from burnish.errors import ShapeError
 from burnish.functional._args import IntOrTuple, float_input, per_dim, window_output
 from burnish.shape import show
@@ -43,6 +44,14 @@ def _check_weight(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, o
                 raise_dtype(op, x, other)
 
 
+def _autocast(x: Tensor, weight: Tensor,
+              bias: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+    """The input, weight and bias in this thread's autocast dtype."""
+    low = _amp.state.dtype
+    return (_amp.low(x, low), _amp.low(weight, low),
+            None if bias is None else _amp.low(bias, low))
+
+
 def raise_dtype(op: str, x: Tensor, other: Tensor) -> None:
     from burnish.errors import DTypeError
 
@@ -56,6 +65,8 @@ def conv(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTup
     spatial = x.ndim - 2
     op = f"conv{spatial}d"
     float_input(x, spatial, op)
+    if _amp.entered and _amp.state.dtype is not None:
+        x, weight, bias = _autocast(x, weight, bias)
     _check_weight(x, weight, bias, groups, op, transposed=False)
     stride = per_dim(stride, spatial, "stride", 1)
     padding = per_dim(padding, spatial, "padding", 0)
@@ -102,6 +113,8 @@ def conv_transpose(x: Tensor, weight: Tensor, bias: Tensor | None = None,
     spatial = x.ndim - 2
     op = f"conv_transpose{spatial}d"
     float_input(x, spatial, op)
+    if _amp.entered and _amp.state.dtype is not None:
+        x, weight, bias = _autocast(x, weight, bias)
     _check_weight(x, weight, bias, groups, op, transposed=True)
     stride = per_dim(stride, spatial, "stride", 1)
     padding = per_dim(padding, spatial, "padding", 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from burnish import amp as _amp
 from burnish.dtype import Kind
 from burnish.errors import DTypeError, ShapeError
 from burnish.shape import show
@@ -23,8 +24,11 @@ def lstm_cell(input_gates: Tensor, hidden_gates: Tensor, cell: Tensor) -> tuple[
         c' = sigmoid(a_f) * cell + sigmoid(a_i) * tanh(a_g)     h' = sigmoid(a_o) * tanh(c')
 
     All three must have one float dtype (DTypeError) and one device (DeviceError);
-    ShapeError names the shapes that disagree.
+    ShapeError names the shapes that disagree. Under autocast the cell computes in float32.
     """
+    if _amp.entered:
+        input_gates, hidden_gates, cell = (_amp.full(input_gates), _amp.full(hidden_gates),
+                                           _amp.full(cell))
     _check("lstm_cell", input_gates, hidden_gates, cell, 4)
     hidden, new_cell = cell.backend.lstm_cell(input_gates._prim, hidden_gates._prim, cell._prim,
                                               cell.dtype)
@@ -43,8 +47,11 @@ def gru_cell(input_gates: Tensor, hidden_gates: Tensor, hidden: Tensor) -> Tenso
         h' = (1 - z) * n + z * hidden
 
     All three must have one float dtype (DTypeError) and one device (DeviceError);
-    ShapeError names the shapes that disagree.
+    ShapeError names the shapes that disagree. Under autocast the cell computes in float32.
     """
+    if _amp.entered:
+        input_gates, hidden_gates, hidden = (_amp.full(input_gates), _amp.full(hidden_gates),
+                                             _amp.full(hidden))
     _check("gru_cell", input_gates, hidden_gates, hidden, 3)
     out = hidden.backend.gru_cell(input_gates._prim, hidden_gates._prim, hidden._prim,
                                   hidden.dtype)

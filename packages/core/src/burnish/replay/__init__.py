@@ -40,6 +40,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from burnish import amp as _amp
 from burnish.device import Device
 from burnish.errors import CaptureError
 from burnish.replay.tree import (
@@ -194,7 +195,8 @@ class Captured:
             alias = seen.setdefault(id(getattr(leaf, "buffer", leaf)), len(leaves) - 1)
             specs.append((id(device), tensor._prim.shape, tensor._dtype,
                           capturer.spec(tensor._prim), alias))
-        return base, leaves, (structure, tuple(specs))
+        # The autocast dtype too: the same call records other ops (casts, dtypes) under it.
+        return base, leaves, (structure, tuple(specs), _amp.active_dtype())
 
     def _capturer(self, device: Device) -> Any:
         """The capturer of ``device``'s backend (``None``: it has none), asked once."""

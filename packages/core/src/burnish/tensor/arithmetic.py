@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from burnish import amp as _amp
 from burnish.dtype import DEFAULT_FLOAT, Kind, bool_, promote, scalar_dtype, uint8
 from burnish.errors import DivisionByZeroError, DTypeError, ShapeError
 from burnish.shape import broadcast_shapes, show
@@ -19,6 +20,8 @@ _FLOAT, _INT, _BOOL = Kind.FLOAT, Kind.INT, Kind.BOOL
 _NUMERIC = (_FLOAT, _INT)
 _SCALARS = (bool, int, float)
 Operand = Any  # a Tensor or a Python scalar
+#: The float functions that compute in float32 under autocast (PyTorch's autocast list).
+_AUTOCAST_FLOAT32 = frozenset({"exp", "log", "log1p", "rsqrt", "recip", "tan"})
 _new = object.__new__
 
 
@@ -132,7 +135,9 @@ class ArithmeticMixin:
         return self._binary(other, "remainder", "remainder")
 
     def pow(self, exponent: Operand) -> Tensor:
-        """``self ** exponent``, with a tensor or a scalar exponent."""
+        """``self ** exponent``, with a tensor or a scalar exponent (float32 under autocast)."""
+        if _amp.entered:
+            return _amp.full(self)._binary(exponent, "pow", "pow")
         return self._binary(exponent, "pow", "pow")
 
     def powf(self, exponent: Operand) -> Tensor:
@@ -220,6 +225,8 @@ class ArithmeticMixin:
 
     def _float_unary(self, op: str, with_dtype: bool = False) -> Tensor:
         x = self if self._dtype.kind is _FLOAT else self.cast(DEFAULT_FLOAT)
+        if _amp.entered and op in _AUTOCAST_FLOAT32:
+            x = _amp.full(x)
         fn = getattr(x._device.backend, op)
         prim = fn(x._prim, x._dtype) if with_dtype else fn(x._prim)
         return _core.make(prim, x._device, x._dtype)
@@ -439,6 +446,8 @@ class ArithmeticMixin:
         operand is a vector (as in NumPy and PyTorch)."""
         if type(other) is not _core.Tensor:
             raise TypeError(f"matmul: expected a Tensor, got {type(other).__name__}")
+        if _amp.entered and (low := _amp.state.dtype) is not None:
+            self, other = _amp.low(self, low), _amp.low(other, low)
         a, b, dtype = _core.unify(self, other, "matmul")
         _no_bool(dtype, "matmul")
         sa, sb = a.shape, b.shape

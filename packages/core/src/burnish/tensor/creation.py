@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -9,9 +10,9 @@ import numpy as np
 
 from burnish.device import Device
 from burnish.distribution import Distribution
-from burnish.dtype import DEFAULT_FLOAT, DEFAULT_INT, DType, bool_, get_dtype
+from burnish.dtype import DEFAULT_FLOAT, DEFAULT_INT, DType, Kind, bool_, get_dtype, int64
 from burnish.errors import DeviceError, ShapeError
-from burnish.shape import Shape
+from burnish.shape import Shape, show
 from burnish.tensor import core as _core
 from burnish.tensor_data import TensorData
 
@@ -178,3 +179,76 @@ class CreationMixin:
         """Random values with this tensor's shape, device and (unless given) dtype."""
         return type(self).random(self.shape, distribution, self._device, dtype or self._dtype)
 
+    def multinomial(self, num_samples: int, replacement: bool = False) -> Tensor:
+        """int64 category indices drawn from this tensor of weights, as PyTorch's: a 1-d
+        ``[categories]`` tensor gives ``[num_samples]``, a 2-d ``[rows, categories]`` one
+        ``[rows, num_samples]`` (each row its own distribution). Weights are non-negative
+        floats, not necessarily normalised; a category is drawn with probability its weight
+        over its row's sum, from the backend's seeded generator (``burnish.seed``). Without
+        ``replacement`` a row's samples are distinct. No gradient flows through the draw.
+
+        Raises DTypeError for a non-float tensor, ShapeError for other than 1 or 2 dims, no
+        categories, or ``num_samples`` above the categories without replacement, ValueError
+        for ``num_samples < 1``; and ValueError for a negative, NaN or infinite weight, an
+        all-zero row, or (without replacement) fewer positive weights than ``num_samples``,
+        checked where values can be read for free (or in debug mode, see ``set_debug``)."""
+        return multinomial(self, num_samples, replacement)
+
+
+
+def multinomial(weights: Tensor, num_samples: int, replacement: bool = False) -> Tensor:
+    """Category indices drawn from ``weights``: see ``Tensor.multinomial``."""
+    op = "multinomial"
+    _core.require_kind(weights, (Kind.FLOAT,), op)
+    shape = weights._prim.shape
+    if len(shape) not in (1, 2):
+        raise ShapeError(f"{op}: weights must be 1-d [categories] or 2-d [rows, categories], "
+                         f"got shape {show(shape)}")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int | np.integer):
+        raise TypeError(f"{op}: num_samples must be an int, got {num_samples!r}")
+    num_samples = int(num_samples)
+    if num_samples < 1:
+        raise ValueError(f"{op}: num_samples must be >= 1, got {num_samples}")
+    categories = shape[-1]
+    if categories == 0:
+        raise ShapeError(f"{op}: there are no categories to draw from (shape {show(shape)})")
+    if not replacement and num_samples > categories:
+        raise ShapeError(f"{op}: cannot draw {num_samples} samples without replacement from "
+                         f"{categories} categories; pass replacement=True or fewer samples")
+    x = weights.detach() if len(shape) == 2 else weights.detach().reshape(1, categories)
+    if x._dtype.itemsize < 4:  # half floats: the running sums and draws need float32
+        x = x.cast(DEFAULT_FLOAT)
+    device = x._device
+    if _core.checks_values(device):
+        from burnish.replay import guard
+
+        needed = 1 if replacement else num_samples
+        guard(functools.partial(_valid_weights, needed=needed, op=op), x, key=(op, needed))
+    rows = x._prim.shape[0]
+    if rows == 0:
+        out = _core.Tensor.zeros((0, num_samples), device, int64)
+    else:
+        prim = device.backend.multinomial(x._prim, num_samples, bool(replacement), x._dtype)
+        out = _core.make(prim, device, int64)
+    return out if len(shape) == 2 else out.reshape(num_samples)
+
+
+def _valid_weights(values: np.ndarray, needed: int, op: str) -> None:
+    """Raise ValueError where ``values`` (``[rows, categories]``) is no distribution to draw
+    ``needed`` distinct categories from."""
+    values = values.astype(np.float64)
+    if not np.isfinite(values).all():
+        raise ValueError(f"{op}: weights must be finite, got "
+                         f"{values[~np.isfinite(values)].flat[0]} at index "
+                         f"{[int(i) for i in np.argwhere(~np.isfinite(values))[0]]}")
+    if (values < 0).any():
+        raise ValueError(f"{op}: weights must be non-negative, got {values[values < 0].flat[0]} "
+                         f"at index {[int(i) for i in np.argwhere(values < 0)[0]]}")
+    positive = (values > 0).sum(axis=1)
+    if (positive < needed).any():
+        row = int(np.argmax(positive < needed))
+        if positive[row] == 0:
+            raise ValueError(f"{op}: row {row} of the weights is all zeros: no category can be "
+                             "drawn")
+        raise ValueError(f"{op}: row {row} of the weights has {positive[row]} positive weights, "
+                         f"too few to draw {needed} distinct samples without replacement")

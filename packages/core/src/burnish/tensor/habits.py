@@ -30,6 +30,9 @@ TENSOR_HABITS = {
     "amax": "x.max(dim)",
     "amin": "x.min(dim)",
     "clip": "x.clamp(min, max)",
+    "names": "x.named('batch', ...).names: plain tensors have no names, a NamedTensor has",
+    "refine_names": "x.named('batch', ...) (a NamedTensor)",
+    "align_to": "x.named(...).align_to(...) (names live on a NamedTensor)",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from burnish import amp as _amp
 from burnish.dtype import DEFAULT_FLOAT, Kind, bool_, int64
 from burnish.errors import ShapeError
 from burnish.shape import normalize_dim, normalize_dims, show
@@ -52,23 +53,31 @@ class ReductionMixin:
         return _core.make(prim, x._device, out_dtype)
 
     def sum(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
-        """Sum of elements (bools count as ints)."""
-        return self._reduce("sum", dim, keepdim)
+        """Sum of elements (bools count as ints; 16-bit floats give float32 under autocast)."""
+        x = _amp.full(self) if _amp.entered else self
+        return x._reduce("sum", dim, keepdim)
 
     def prod(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
-        """Product of elements."""
-        return self._reduce("prod", dim, keepdim)
+        """Product of elements (16-bit floats give float32 under autocast)."""
+        x = _amp.full(self) if _amp.entered else self
+        return x._reduce("prod", dim, keepdim)
 
     def mean(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
-        """Arithmetic mean (ints become the default float)."""
+        """Arithmetic mean (ints become the default float; 16-bit floats give float32 under
+        autocast)."""
         x = self if self._dtype.is_float else self.cast(DEFAULT_FLOAT)
+        if _amp.entered:
+            x = _amp.full(x)
         if dim is None or isinstance(dim, int):
             return x._reduce("mean", dim, keepdim, kinds=(Kind.FLOAT,), extra=(x._dtype,))
         return x.sum(dim, keepdim) / _count(x, dim)
 
     def var(self, dim: Dims = None, correction: int = 1, keepdim: bool = False) -> Tensor:
-        """Variance; ``correction=1`` is the unbiased (Bessel) estimate, 0 the population one."""
+        """Variance; ``correction=1`` is the unbiased (Bessel) estimate, 0 the population one
+        (16-bit floats give float32 under autocast)."""
         x = self if self._dtype.is_float else self.cast(DEFAULT_FLOAT)
+        if _amp.entered:
+            x = _amp.full(x)
         if dim is None or isinstance(dim, int):
             return x._reduce("var", dim, keepdim, kinds=(Kind.FLOAT,),
                              extra=(correction, x._dtype))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from burnish.tensor.display import format_tensor
 from burnish.tensor.habits import TENSOR_HABITS, missing_attribute
 from burnish.tensor.inplace import InPlaceMixin
 from burnish.tensor.layout import LayoutMixin
+from burnish.tensor.named import NamedTensor
 from burnish.tensor.reduction import ReductionMixin
 
 if TYPE_CHECKING:
@@ -102,6 +104,13 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
     def primitive(self) -> Any:
         """The backend's own handle for this tensor (a NumPy array on ndarray, and so on)."""
         return self._prim
+
+    def named(self, *names: str | Sequence[str]) -> NamedTensor:
+        """This tensor with a name for each dim, ``x.named("batch", "seq")`` (or one sequence of
+        names): a ``NamedTensor``, whose operations match dims by name. Raises ShapeError when
+        the number of names is not ``ndim`` or a name repeats."""
+        return NamedTensor(self, names[0] if len(names) == 1 and not isinstance(names[0], str)
+                           else names)
 
     @classmethod
     def from_primitive(cls, primitive: Any, device: Device, dtype: DType | str) -> Tensor:
