@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from burnish import Device, Tensor
+from burnish import functional as F
 from burnish.nn.config import Config
 from burnish.nn.initializer import Initializer, KaimingUniform
 from burnish.nn.module import Module
@@ -37,8 +38,7 @@ class Linear(Module):
     bias: Param | None = None
 
     def forward(self, x: Tensor) -> Tensor:
-        y = x.matmul(self.weight.val())
-        return y if self.bias is None else y + self.bias.val()
+        return F.linear(x, self.weight.val(), None if self.bias is None else self.bias.val())
 
 
 class BilinearConfig(Config):

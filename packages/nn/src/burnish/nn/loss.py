@@ -1,4 +1,7 @@
-"""Losses: cross entropy, binary cross entropy, regression (MSE, Huber, smooth L1), KL, Poisson."""
+"""Losses: cross entropy, binary cross entropy, regression (MSE, Huber, smooth L1), KL, Poisson.
+
+Under ``burnish.autocast`` each computes in float32, whatever its inputs' dtype.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from typing import Literal
 import numpy as np
 
 from burnish import Tensor, where
+from burnish import amp as _amp
 from burnish import functional as F
 from burnish.errors import ShapeError
 from burnish.nn.activation import softplus
@@ -68,6 +72,7 @@ class CrossEntropyLoss(Module):
             raise ShapeError(f"cross entropy: scores must be [batch, classes] and targets "
                              f"[batch], got {show(scores.shape)} and {show(targets.shape)}")
         batch, classes = scores.shape
+        scores = _amp.full(scores)
         if checks_values(targets.device):
             pads = tuple(self.pad_tokens or ())
             guard(functools.partial(_check_targets, classes=classes, pads=pads,
@@ -126,6 +131,7 @@ class BinaryCrossEntropyLoss(Module):
 
     def forward(self, predictions: Tensor, targets: Tensor) -> Tensor:
         _same_shape("binary cross entropy", predictions, targets)
+        predictions, targets = _amp.full(predictions), _amp.full(targets)
         targets = targets.cast(predictions.dtype)
         if self.logits:
             # max(x, 0) - x * t + log(1 + exp(-|x|)), as softplus(x) - x * t.
@@ -143,6 +149,7 @@ class MseLoss(Module):
 
     def forward(self, predictions: Tensor, targets: Tensor) -> Tensor:
         _same_shape("mse", predictions, targets)
+        predictions, targets = _amp.full(predictions), _amp.full(targets)
         diff = predictions - targets
         return reduce(diff * diff, self.reduction)
 
@@ -155,6 +162,7 @@ class HuberLoss(Module):
 
     def forward(self, predictions: Tensor, targets: Tensor) -> Tensor:
         _same_shape("huber", predictions, targets)
+        predictions, targets = _amp.full(predictions), _amp.full(targets)
         diff = predictions - targets
         size = diff.abs()
         loss = where(size <= self.delta, diff * diff * 0.5,
@@ -171,6 +179,7 @@ class SmoothL1Loss(Module):
 
     def forward(self, predictions: Tensor, targets: Tensor) -> Tensor:
         _same_shape("smooth l1", predictions, targets)
+        predictions, targets = _amp.full(predictions), _amp.full(targets)
         diff = predictions - targets
         size = diff.abs()
         if self.beta == 0.0:
@@ -193,6 +202,7 @@ class KlDivLoss(Module):
 
     def forward(self, log_probs: Tensor, targets: Tensor) -> Tensor:
         _same_shape("kl divergence", log_probs, targets)
+        log_probs, targets = _amp.full(log_probs), _amp.full(targets)
         targets = targets.cast(log_probs.dtype)
         if self.log_target:
             loss = targets.exp() * (targets - log_probs)
@@ -219,6 +229,7 @@ class PoissonNllLoss(Module):
 
     def forward(self, predictions: Tensor, targets: Tensor) -> Tensor:
         _same_shape("poisson nll", predictions, targets)
+        predictions, targets = _amp.full(predictions), _amp.full(targets)
         targets = targets.cast(predictions.dtype)
         if self.log_input:
             loss = predictions.exp() - targets * predictions

@@ -1,8 +1,10 @@
-"""Normalization layers: LayerNorm, RmsNorm, GroupNorm, InstanceNorm and BatchNorm."""
+"""Normalization layers: LayerNorm, RmsNorm, GroupNorm, InstanceNorm and BatchNorm (each
+computes in float32 under ``burnish.autocast``, whatever its input's dtype)."""
 
 from __future__ import annotations
 
 from burnish import Device, Tensor
+from burnish import amp as _amp
 from burnish.nn.config import Config
 from burnish.nn.module import Module
 from burnish.nn.param import Param, is_autodiff
@@ -25,6 +27,7 @@ class LayerNorm(Module):
     epsilon: float = 1e-5
 
     def forward(self, x: Tensor) -> Tensor:
+        x = _amp.full(x)
         mean = x.mean(-1, keepdim=True)
         centered = x - mean
         var = (centered * centered).mean(-1, keepdim=True)
@@ -46,6 +49,7 @@ class RmsNorm(Module):
     epsilon: float = 1e-5
 
     def forward(self, x: Tensor) -> Tensor:
+        x = _amp.full(x)
         return x * ((x * x).mean(-1, keepdim=True) + self.epsilon).rsqrt() * self.gamma.val()
 
 
@@ -103,6 +107,7 @@ class InstanceNorm(Module):
 
 def _group_norm(x: Tensor, num_groups: int, gamma: Param | None, beta: Param | None,
                 epsilon: float) -> Tensor:
+    x = _amp.full(x)
     shape = x.dims()
     grouped = x.reshape([shape[0], num_groups, -1])
     mean = grouped.mean(-1, keepdim=True)
@@ -147,6 +152,7 @@ class BatchNorm(Module):
     momentum: float = 0.1
 
     def forward(self, x: Tensor) -> Tensor:
+        x = _amp.full(x)
         channels = x.shape[1]
         shape = [1, channels] + [1] * (x.ndim - 2)
         if is_autodiff(x):

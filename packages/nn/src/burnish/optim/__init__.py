@@ -8,6 +8,7 @@ from burnish.optim.lion import Lion
 from burnish.optim.muon import Muon, newton_schulz
 from burnish.optim.optimizer import Optimizer
 from burnish.optim.rmsprop import RmsProp
+from burnish.optim.scaler import GradScaler
 from burnish.optim.schedule import (
     ComposedLr,
     ConstantLr,
@@ -23,7 +24,8 @@ from burnish.optim.sgd import Sgd
 
 __all__ = [
     "AdaGrad", "Adam", "AdamW", "Adan", "ComposedLr", "ConstantLr", "CosineAnnealingLr",
-    "ExponentialLr", "GradientClipping", "GradientsAccumulator", "GradientsParams", "LinearLr",
+    "ExponentialLr", "GradScaler",
+    "GradientClipping", "GradientsAccumulator", "GradientsParams", "LinearLr",
     "Lion", "LrScheduler", "Muon", "NoamLr", "Optimizer", "RmsProp", "SequentialLr", "Sgd",
     "StepLr", "newton_schulz",
 ]
