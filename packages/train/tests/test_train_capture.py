@@ -58,7 +58,7 @@ def train(tmp_path, device, capture: bool):
     learner = (LearnerBuilder(tmp_path / str(capture)).metrics(LossMetric(), AccuracyMetric())
                .num_epochs(3).capture(capture).build(model, optim.Adam(capturable=True),
                                                      optim.CosineAnnealingLr(0.05, 12)))
-    learner.progress = PlainProgress(stream, every=1e9)
+    learner.renderer = PlainProgress(stream, every=1e9)
     # Validation runs model.valid(), on the inner backend: its batches are made there.
     model = learner.fit(batches(device), batches(device.native))
     return model, stream.getvalue().splitlines()[0], learner
@@ -84,7 +84,7 @@ def test_a_backend_without_capture_is_named(tmp_path, monkeypatch):
     model = Net(nn.LinearConfig(4, 16).init(device), nn.LinearConfig(16, 3).init(device))
     learner = (LearnerBuilder(tmp_path).metrics(LossMetric()).num_epochs(1)
                .build(model, optim.Sgd(), 0.1))
-    learner.progress = PlainProgress(stream, every=1e9)
+    learner.renderer = PlainProgress(stream, every=1e9)
     data = [(Tensor.from_data(np.ones((2, 4), np.float32), device),
              Tensor.from_data(np.zeros(2, np.int64), device))]
     learner.fit(data)

@@ -17,6 +17,9 @@ from .errors import ChecksumError, DataError
 
 CHUNK = 1 << 16
 
+# The digests a published checksum may be given in, with the names errors show.
+DIGESTS = {"sha256": "SHA-256", "md5": "MD5"}
+
 
 def cache_dir(name: str) -> Path:
     """The cache folder of dataset ``name``: ``$BURNISH_CACHE/name`` when the variable is set,
@@ -75,14 +78,23 @@ class ProgressBar:
 
 
 def download_verified(
-    urls: list[str], destination: Path, sha256: str, decompress: bool = False
+    urls: list[str],
+    destination: Path,
+    checksum: str,
+    decompress: bool = False,
+    algorithm: str = "sha256",
 ) -> Path:
     """Download the first of ``urls`` that answers into ``destination``, gunzipped when
-    ``decompress``, and keep it only if the SHA-256 of what is written equals ``sha256``.
+    ``decompress``, and keep it only if the digest of what is written equals ``checksum``.
 
-    The file appears whole or not at all (written beside it, then renamed). Raises
+    ``algorithm`` names the digest: "sha256" (the default) or "md5". An MD5 sum only guards
+    against a damaged or truncated download, not against a file crafted to match: use it only
+    where the data's publishers give nothing stronger. The file appears whole or not at all
+    (written beside it, then renamed). Raises ``ValueError`` for another algorithm,
     ``ChecksumError`` on a mismatch and ``DataError`` when no url could be read, or at once,
     touching no network, when ``BURNISH_OFFLINE`` is set to anything but "" or "0"."""
+    if algorithm not in DIGESTS:
+        raise ValueError(f"checksums are {' or '.join(sorted(DIGESTS))}, not {algorithm!r}")
     if offline():
         raise DataError(
             f"not downloading {destination.name}: BURNISH_OFFLINE is set "
@@ -98,11 +110,11 @@ def download_verified(
         except (URLError, OSError, EOFError, zlib.error) as error:
             failures.append(f"{url}: {getattr(error, 'reason', error)}")
             continue
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != sha256:
+        digest = hashlib.new(algorithm, data).hexdigest()
+        if digest != checksum.lower():
             raise ChecksumError(
-                f"{destination.name} from {url} has SHA-256 {digest}, but the published "
-                f"checksum is {sha256}; the file was not kept"
+                f"{destination.name} from {url} has {DIGESTS[algorithm]} {digest}, but the "
+                f"published checksum is {checksum}; the file was not kept"
             )
         write_atomic(destination, data)
         return destination

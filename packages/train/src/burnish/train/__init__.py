@@ -1,4 +1,4 @@
-"""burnish.train: the Learner, its metrics, checkpoints and progress output (Burn's burn-train)."""
+"""burnish.train: the Learner, its metrics, checkpoints and renderers (Burn's burn-train)."""
 
 from burnish.train.checkpoint import Checkpointer, CheckpointInfo
 from burnish.train.classification_metrics import (
@@ -15,6 +15,7 @@ from burnish.train.metric import Metric, StepInfo
 from burnish.train.metric_log import read_epochs, read_metric_log
 from burnish.train.plot import plot_metrics
 from burnish.train.progress import PlainProgress, summary_table
+from burnish.train.renderer import Renderer, StepProgress
 from burnish.train.step import ClassificationOutput, RegressionOutput, classification_step
 from burnish.train.system_metrics import (
     CpuUseMetric,
@@ -43,7 +44,9 @@ __all__ = [
     "PrecisionMetric",
     "RecallMetric",
     "RegressionOutput",
+    "Renderer",
     "StepInfo",
+    "StepProgress",
     "TopKAccuracyMetric",
     "TrainingInterrupted",
     "classification_step",

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from burnish.train.keys import KeyReader
 from burnish.train.progress import format_duration
+from burnish.train.renderer import Renderer, StepProgress
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -29,12 +30,12 @@ def sparkline(values: list[float]) -> str:
                    else " " for v in values)
 
 
-class Dashboard:
-    """Redraws, at most ``refresh`` times a second, a panel with the epoch's and the run's
-    progress, the remaining time, and each metric's train and valid values beside a sparkline
-    of its recent steps. ↑/↓ (or j/k, tab) move between metrics: the selected one is marked and
-    its curves are drawn at twice the width with their range. The panel is erased on exit
-    (Ctrl-C included) and the summary table is printed in its place."""
+class Dashboard(Renderer):
+    """The renderer for a terminal: redraws, at most ``refresh`` times a second, a panel with
+    the epoch's and the run's progress, the remaining time, and each metric's train and valid
+    values beside a sparkline of its recent steps. ↑/↓ (or j/k, tab) move between metrics: the
+    selected one is marked and its curves are drawn at twice the width with their range. The
+    panel is erased on exit (Ctrl-C included) and the summary table is printed in its place."""
 
     def __init__(self, console: Console | None = None, refresh: float = 8.0, width: int = 40):
         self.console = console or Console()
@@ -57,11 +58,11 @@ class Dashboard:
         self.live.start()
         self.keys.start()
 
-    def step(self, split: str, epoch: int, iteration: int, total: int | None,
-             values: dict[str, float], remaining: float) -> None:
-        self.state = (split, epoch, iteration, total, remaining)
-        self.values[split].update(values)
-        for name, value in values.items():
+    def step(self, progress: StepProgress) -> None:
+        split, iteration, total = progress.split, progress.iteration, progress.total
+        self.state = (split, progress.epoch, iteration, total, progress.remaining)
+        self.values[split].update(progress.values)
+        for name, value in progress.values.items():
             self.curves.setdefault((split, name), deque(maxlen=2 * self.width)).append(value)
         now = time.monotonic()
         if now - self.last >= self.interval or iteration == total:

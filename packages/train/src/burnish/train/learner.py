@@ -21,6 +21,7 @@ from burnish.train.early_stopping import EarlyStopping
 from burnish.train.metric import Metric, StepInfo
 from burnish.train.metric_log import MetricLog
 from burnish.train.progress import PlainProgress, summary_table
+from burnish.train.renderer import Renderer, StepProgress, check_renderer
 from burnish.train.step import StepFn, classification_step
 
 
@@ -61,13 +62,16 @@ class Learner:
     ``capturable`` flag (Adam, AdamW) gets it set, and a changing schedule's rate is passed to
     the step as a tensor. The first log line says whether capture is on. A step that cannot be
     captured runs eagerly, with the warning that says why.
+
+    What the run shows goes to ``renderer`` (a ``Renderer``: see its docstring for the calls
+    and their order).
     """
 
     def __init__(self, run_dir: Path, model: Any, optimizer: Any, scheduler: LrScheduler, *,
                  train_metrics: Sequence[Metric], valid_metrics: Sequence[Metric],
                  num_epochs: int, grads_accumulation: int, checkpointer: Checkpointer | None,
                  early_stopping: EarlyStopping | None, train_step: StepFn, valid_step: StepFn,
-                 seed: int, progress: Any, capture: bool = True):
+                 seed: int, renderer: Renderer, capture: bool = True):
         self.run_dir = run_dir
         self.model = model
         self.optimizer = optimizer
@@ -81,7 +85,7 @@ class Learner:
         self.train_step = train_step
         self.valid_step = valid_step
         self.seed = seed
-        self.progress = progress
+        self.renderer = renderer
         self.capture = capture
         self._captured: tuple[Any, Any] | None = None  # the captured training and valid steps
         self.log = MetricLog(run_dir)
@@ -121,8 +125,8 @@ class Learner:
             self._start_fresh()
         start = self.position
         epoch = start.epoch + 1 if start.epoch_done else start.epoch
-        self.progress.note(self._prepare_capture())
-        self.progress.start(self.num_epochs)
+        self.renderer.note(self._prepare_capture())
+        self.renderer.start(self.num_epochs)
         self._clock = _RunClock(self, train_loader, valid_loader)
         with self._sigint_handler():
             try:
@@ -137,8 +141,8 @@ class Learner:
                     epoch += 1
             finally:
                 self.log.close()
-                self.progress.close()
-        self.progress.finish(self.summary())
+                self.renderer.close()
+        self.renderer.finish(self.summary())
         return self.model
 
     def _prepare_capture(self) -> str:
@@ -220,9 +224,7 @@ class Learner:
             self.position.epoch, self.position.iteration = epoch, iteration
             self.position.epoch_done = False
             info = StepInfo(epoch, iteration, lr)
-            values = self._update("train", self.train_metrics, output, batch, info)
-            self._clock.tick()
-            self.progress.step("train", epoch, iteration, total, values, self._clock.remaining())
+            self._update("train", self.train_metrics, output, batch, info, total)
             if self._stop_requested and pending == 0:
                 self._interrupt()
         if pending:  # a loader without len: step on what the epoch's last batches gave
@@ -240,21 +242,23 @@ class Learner:
         valid_step = self.valid_step if self._captured is None else self._captured[1]
         for iteration, batch in enumerate(loader, 1):
             output = valid_step(model, batch)
-            values = self._update("valid", self.valid_metrics, output, batch,
-                                  StepInfo(epoch, iteration, None))
-            self._clock.tick()
-            self.progress.step("valid", epoch, iteration, total, values, self._clock.remaining())
+            self._update("valid", self.valid_metrics, output, batch,
+                         StepInfo(epoch, iteration, None), total)
             if self._stop_requested:
                 break  # the epoch's checkpoint is written without validation metrics
 
     def _update(self, split: str, metrics: Sequence[Metric], output: Any, batch: Any,
-                info: StepInfo) -> dict[str, float]:
-        values = {}
+                info: StepInfo, total: int | None) -> None:
+        """Update and log the metrics of one step, then tell the renderer."""
+        values, step_values = {}, {}
         for metric in metrics:
             value = metric.update(output, batch, info)
             self.log.log_step(split, metric.name, info.epoch, info.iteration, value)
-            values[metric.name] = metric.value()
-        return values
+            values[metric.name], step_values[metric.name] = metric.value(), value
+        self._clock.tick()
+        self.renderer.step(StepProgress(split, info.epoch, self.num_epochs, info.iteration,
+                                        total, values, step_values, self._clock.remaining(),
+                                        info.lr))
 
     def _end_epoch(self, epoch: int) -> bool:
         interrupted = self._stop_requested
@@ -266,7 +270,7 @@ class Learner:
             values = {metric.name: metric.value() for metric in metrics if metric.weight}
             if values:
                 self.log.log_epoch(split, values)
-                self.progress.epoch_end(split, epoch, values)
+                self.renderer.epoch_end(split, epoch, values)
             epoch_values.update({f"{split}/{name}": value for name, value in values.items()})
         if interrupted:
             self._interrupt()
@@ -390,7 +394,7 @@ class LearnerBuilder:
         self._train_step: StepFn = classification_step
         self._valid_step: StepFn = classification_step
         self._seed = 0
-        self._output = "auto"
+        self._output: str | Renderer = "auto"
         self._capture = True
 
     def metrics(self, *metrics: Metric) -> LearnerBuilder:
@@ -455,11 +459,24 @@ class LearnerBuilder:
         return self
 
     def output(self, kind: str) -> LearnerBuilder:
-        """``"auto"`` (a dashboard on a terminal when rich is installed, else plain lines),
-        ``"plain"``, ``"dashboard"`` or ``"none"``."""
+        """A built-in output: ``"auto"`` (a dashboard on a terminal when rich is installed, else
+        plain lines), ``"plain"``, ``"dashboard"`` or ``"none"``. ``renderer(obj)`` gives one of
+        your own instead."""
+        if not isinstance(kind, str):
+            raise TypeError(f"output takes auto, plain, dashboard or none, got a "
+                            f"{type(kind).__name__}: give a renderer of your own to "
+                            f"LearnerBuilder.renderer()")
         if kind not in ("auto", "plain", "dashboard", "none"):
             raise ValueError(f"output must be auto, plain, dashboard or none, got {kind!r}")
         self._output = kind
+        return self
+
+    def renderer(self, renderer: Renderer) -> LearnerBuilder:
+        """Send the run's progress to ``renderer`` (a ``burnish.train.Renderer``, or any object
+        with its methods) instead of a built-in output; raises ``TypeError`` naming the methods
+        it lacks."""
+        check_renderer(renderer)
+        self._output = renderer
         return self
 
     def build(self, model: Any, optimizer: Any, lr: float | LrScheduler) -> Learner:
@@ -481,7 +498,7 @@ class LearnerBuilder:
                        num_epochs=self._num_epochs, grads_accumulation=self._grads_accumulation,
                        checkpointer=checkpointer, early_stopping=self._early_stopping,
                        train_step=self._train_step, valid_step=self._valid_step,
-                       seed=self._seed, progress=make_progress(self._output),
+                       seed=self._seed, renderer=make_renderer(self._output),
                        capture=self._capture)
 
 
@@ -489,10 +506,13 @@ def _qualified(metric: str) -> str:
     return metric if "/" in metric else f"valid/{metric}"
 
 
-def make_progress(kind: str) -> Any:
-    """The progress output for ``kind`` (see ``LearnerBuilder.output``)."""
+def make_renderer(kind: str | Renderer) -> Renderer:
+    """The renderer for ``kind`` (see ``LearnerBuilder.output``), or ``kind`` itself when it is
+    a renderer."""
+    if not isinstance(kind, str):
+        return kind
     if kind == "none":
-        return _Silent()
+        return Renderer()
     if kind == "plain":
         return PlainProgress()
     import sys
@@ -505,8 +525,3 @@ def make_progress(kind: str) -> Any:
             return PlainProgress()
         return Dashboard()
     return PlainProgress()
-
-
-class _Silent(PlainProgress):
-    def _write(self, line: str) -> None:
-        pass

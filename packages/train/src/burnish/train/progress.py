@@ -1,4 +1,5 @@
-"""Progress output: plain lines (for logs and pipes) and the summary table of a run."""
+"""Progress output as plain lines (a renderer for logs and pipes) and the summary table of a
+run."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import math
 import sys
 import time
 from typing import TextIO
+
+from burnish.train.renderer import Renderer, StepProgress
 
 
 def format_duration(seconds: float) -> str:
@@ -24,8 +27,9 @@ def format_metrics(values: dict[str, float]) -> str:
     return "  ".join(f"{name} {value:.4g}" for name, value in values.items())
 
 
-class PlainProgress:
-    """Writes a line every ``every`` seconds of a split's steps and one per epoch and split.
+class PlainProgress(Renderer):
+    """The renderer for logs and pipes: a line every ``every`` seconds of a split's steps and
+    one per epoch and split.
 
     A line reads ``[train] epoch 2/5  iteration 40/125  loss 0.31  accuracy 90.2  remaining
     1m10s``; the remaining time is the run's, from the time its steps took so far.
@@ -39,28 +43,24 @@ class PlainProgress:
     def start(self, num_epochs: int) -> None:
         self.num_epochs = num_epochs
 
-    def step(self, split: str, epoch: int, iteration: int, total: int | None,
-             values: dict[str, float], remaining: float) -> None:
+    def step(self, progress: StepProgress) -> None:
         now = time.monotonic()
-        if now - self.last < self.every or iteration == total:  # epoch_end tells the last
-            return
+        if now - self.last < self.every or progress.iteration == progress.total:
+            return  # epoch_end tells the last
         self.last = now
-        of = f"/{total}" if total else ""
-        self._write(f"[{split}] epoch {epoch}/{self.num_epochs}  iteration {iteration}{of}  "
-                    f"{format_metrics(values)}  remaining {format_duration(remaining)}")
+        of = f"/{progress.total}" if progress.total else ""
+        self._write(f"[{progress.split}] epoch {progress.epoch}/{progress.num_epochs}  "
+                    f"iteration {progress.iteration}{of}  {format_metrics(progress.values)}  "
+                    f"remaining {format_duration(progress.remaining)}")
 
     def epoch_end(self, split: str, epoch: int, values: dict[str, float]) -> None:
         self._write(f"[{split}] epoch {epoch}/{self.num_epochs} done  {format_metrics(values)}")
 
     def note(self, line: str) -> None:
-        """A line said once, before the run (what the Learner chose, such as capture)."""
         self._write(line)
 
     def finish(self, summary: str) -> None:
         self._write(summary)
-
-    def close(self) -> None:
-        pass
 
     def _write(self, line: str) -> None:
         print(line, file=self.stream, flush=True)
