@@ -251,8 +251,14 @@ def burnish_run(env: Env, spec: models.Spec, sizes: dict[str, int], state, data,
     loss_of = models.burnish_loss(spec.name, sizes, device)
     lr = spec.lr
 
+    autocast = env.args.autocast
+
     def train_step(model, x, y):
-        loss = loss_of(model, x, y)
+        if autocast:  # the forward pass under autocast; backward and the step outside, as torch
+            with burnish.autocast(autocast):
+                loss = loss_of(model, x, y)
+        else:
+            loss = loss_of(model, x, y)
         return optimizer.step(lr, model, loss.backward()), loss.detach()
 
     step = burnish.capture(train_step) if captured else train_step
@@ -302,6 +308,7 @@ def torch_run(env: Env, spec: models.Spec, sizes: dict[str, int], state, data,
     batches = [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
                for x, y in data]
     held = {"count": 0}
+    autocast = env.args.autocast
 
     def issue():
         x, y = batches[held["count"] % len(batches)]
@@ -309,7 +316,11 @@ def torch_run(env: Env, spec: models.Spec, sizes: dict[str, int], state, data,
         if compiled:
             torch.compiler.cudagraph_mark_step_begin()
         optimizer.zero_grad(set_to_none=True)
-        loss = forward(model, x, y)
+        if autocast:
+            with torch.autocast(device.type, getattr(torch, autocast)):
+                loss = forward(model, x, y)
+        else:
+            loss = forward(model, x, y)
         loss.backward()
         optimizer.step()
         return loss.detach()
@@ -628,6 +639,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch's GPT attention: nn.TransformerEncoder's (fused "
                              "scaled_dot_product_attention; the default) or written out as "
                              "burnish's (math)")
+    parser.add_argument("--autocast", choices=("bfloat16", "float16"),
+                        help="mixed precision: the forward passes under burnish.autocast and "
+                             "torch.autocast with this dtype (float32 weights; float16 without "
+                             "loss scaling, as these steps do not overflow)")
     parser.add_argument("--no-torch", action="store_true", help="burnish alone")
     parser.add_argument("--queued", type=int, default=10,
                         help="captured steps queued behind the spin kernel for the GPU time")
@@ -681,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = markdown_checks(checks) if args.check else markdown_runs(results)
     lines += ["", f"machine: {machine(env)}; {args.steps} steps a block, best of "
               f"{args.repeat} blocks; TF32: {env.settings['tf32']}; threads: "
-              f"{env.settings['threads']}"]
+              f"{env.settings['threads']}; autocast: {args.autocast or 'off'}"]
     lines += [f"- {r['model']}: {r['title']}" for r in results]
     lines += [f"- note: {note}" for note in env.notes]
     table = "\n".join(lines)
