@@ -317,7 +317,7 @@ def torch_run(env: Env, spec: models.Spec, sizes: dict[str, int], state, data,
             torch.compiler.cudagraph_mark_step_begin()
         optimizer.zero_grad(set_to_none=True)
         if autocast:
-            with torch.autocast(device.type, getattr(torch, autocast)):
+            with torch.autocast(torch.device(device).type, getattr(torch, autocast)):
                 loss = forward(model, x, y)
         else:
             loss = forward(model, x, y)
