@@ -101,6 +101,43 @@ def test_gradients_of_float32_leaves_are_float32(low):
                                rtol=0.1, atol=0.1)
 
 
+def test_a_weight_used_many_times_is_cast_once_per_context(monkeypatch):
+    """As torch.autocast: the cast of a tensor that requires grad is made once per outermost
+    context (a recurrent layer's weights at every step), and its gradient sums every use."""
+    device = bn.backend("autodiff+ndarray").default_device()
+    w = _normal([6, 6], device).require_grad()
+    x = _normal([3, 6], device)
+    casts = []
+    original = Tensor.cast
+
+    def counting(self, dtype):
+        casts.append(dtype)
+        return original(self, dtype)
+
+    monkeypatch.setattr(Tensor, "cast", counting)
+    with bn.autocast():
+        h = x
+        for _ in range(5):
+            h = (h @ w).tanh()
+            with bn.autocast(bn.float16):  # another dtype: a cast of its own, cached as well
+                h.detach() @ w
+    # bfloat16: x (no grad: not cached) and w once; float16: h each time and w once.
+    assert casts.count(bn.bfloat16) == 2 and casts.count(bn.float16) == 6, casts
+    with bn.autocast():  # a new outermost context casts afresh
+        x @ w
+    assert casts.count(bn.bfloat16) == 4, casts
+    monkeypatch.setattr(Tensor, "cast", original)
+    grads = h.sum().backward()
+    # The gradient five separate casts give, within bfloat16's precision (the cached cast sums
+    # the uses' gradients in bfloat16 before its one cast back).
+    h2 = x
+    with bn.autocast():
+        for _ in range(5):
+            h2 = (h2 @ w.cast(bn.bfloat16)).tanh()
+    np.testing.assert_allclose(w.grad(grads).to_numpy(), w.grad(h2.sum().backward()).to_numpy(),
+                               rtol=0.05, atol=0.05)
+
+
 def test_recurrent_cells_run_in_float32_under_autocast(device):
     x, h = _normal([2, 4], device), _normal([2, 3], device)
     w_i, w_h = _normal([4, 12], device), _normal([3, 12], device)

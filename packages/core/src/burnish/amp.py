@@ -29,6 +29,10 @@ class _State(threading.local):
         # The dtypes the entered contexts replaced, innermost last (per thread, so that one
         # autocast instance may be entered by several threads at once).
         self.saved: list[DType | None] = []
+        # The 16-bit casts of tensors that require grad (parameters, mostly) made since the
+        # outermost context was entered, by (id of the primitive, dtype): a weight used at
+        # every step of a recurrent layer is cast once, not once per use.
+        self.cache: dict[tuple[int, DType], tuple[Any, Tensor]] = {}
 
 
 #: The per-thread state the ops read (``state.dtype``).
@@ -56,7 +60,10 @@ class autocast:  # lower case: used as a function, as torch.autocast
       float32, as always).
 
     Parameters are not touched: the casts are ops like any other, so under autodiff the
-    gradient of a float32 parameter arrives in float32. ``dtype`` is ``bfloat16`` (the
+    gradient of a float32 parameter arrives in float32. A tensor that requires grad is cast
+    once per outermost context however often it is used (a recurrent layer's weights), as
+    ``torch.autocast`` caches its casts; so do not update such a tensor in place inside the
+    context (optimizer steps belong outside it). ``dtype`` is ``bfloat16`` (the
     default: float32's range, no loss scaling needed) or ``float16`` (pair it with
     ``burnish.optim.GradScaler``). Contexts nest (the innermost wins; ``enabled=False`` turns
     autocast off inside), the state is per thread, and an instance also decorates a function.
@@ -80,6 +87,8 @@ class autocast:  # lower case: used as a function, as torch.autocast
 
     def __exit__(self, *exc: Any) -> None:
         state.dtype = state.saved.pop()
+        if not state.saved:
+            state.cache.clear()
 
     def __call__(self, fn: _F) -> _F:
         @functools.wraps(fn)
@@ -104,7 +113,19 @@ def low(x: Tensor, dtype: DType) -> Tensor:
     current = x._dtype
     if current is dtype or not (current is float32 or current in LOW_DTYPES):
         return x
-    return x.cast(dtype)
+    if not x.is_require_grad():
+        return x.cast(dtype)
+    # Cast once per outermost context, as torch.autocast caches the casts of its leaves: the
+    # cast is then one node of the graph, its gradient the sum over every use. The entry holds
+    # the primitive, so its id cannot be reused while the entry lives, and an op that rebinds
+    # the tensor in place gives it a new primitive, so a stale cast is never found.
+    key = (id(x._prim), dtype)
+    found = state.cache.get(key)
+    if found is not None:
+        return found[1]
+    out = x.cast(dtype)
+    state.cache[key] = (x._prim, out)
+    return out
 
 
 def full(x: Tensor) -> Tensor:
