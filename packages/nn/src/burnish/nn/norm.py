@@ -1,5 +1,6 @@
 """Normalization layers: LayerNorm, RmsNorm, GroupNorm, InstanceNorm and BatchNorm (each
-computes in float32 under ``burnish.autocast``, whatever its input's dtype)."""
+computes in float32 under ``burnish.autocast``, whatever its input's dtype; BatchNorm then
+returns its input's dtype, the others float32, as under ``torch.autocast``)."""
 
 from __future__ import annotations
 
@@ -152,7 +153,14 @@ class BatchNorm(Module):
     momentum: float = 0.1
 
     def forward(self, x: Tensor) -> Tensor:
-        x = _amp.full(x)
+        # Under autocast the statistics and the normalisation compute in float32, and the output
+        # has the input's dtype (as torch.autocast's batch_norm): between two convolutions the
+        # activations then stay 16-bit, in memory and for the next convolution.
+        full = _amp.full(x)
+        y = self._normalized(full)
+        return y if full is x else y.cast(x.dtype)
+
+    def _normalized(self, x: Tensor) -> Tensor:
         channels = x.shape[1]
         shape = [1, channels] + [1] * (x.ndim - 2)
         if is_autodiff(x):
