@@ -248,11 +248,8 @@ class CudaRuntime(Runtime):
         # cuBLAS runs large products and every half-float one (tensor cores) much faster than
         # the generated kernel; a small float32 product with an epilogue is cheaper as one
         # generated kernel than as cuBLAS's call (tens of microseconds of host time) plus a
-        # launch for the epilogue. Not while a capture records: a replay pays no host time, and
-        # cuBLAS plus the epilogue's launch is then the faster (on an H200 the stacked LSTM's
-        # step 7.2 ms of GPU time against 21.8, the MNIST CNN's 242 µs against 283).
-        return (dtype.name == "float32" and macs <= FUSED_PRODUCT_MACS
-                and not gemm.tf32_allowed() and self.pool.recorder is None)
+        # launch for the epilogue.
+        return dtype.name == "float32" and macs <= FUSED_PRODUCT_MACS and not gemm.tf32_allowed()
 
     def view(self, handle: Any, offset: int) -> Any:
         return CudaHandle(handle.memory + offset)  # keeps the allocation alive
