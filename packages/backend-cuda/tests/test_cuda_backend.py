@@ -98,3 +98,32 @@ def test_convolutions_on_cudnn_match_the_gather(dtype, spatial, groups, bias):
     dw = backend.conv_weight_grad(px, y, w.shape[2:], *args)
     assert tuple(dw.shape) == w.shape
     check("filter", dw, JitBackend.conv_weight_grad(backend, px, y, w.shape[2:], *args))
+
+
+@pytest.mark.parametrize("shape", [(4, 3, 5, 5), (6, 2), (2, 3, 4, 2, 3)])
+def test_batch_norm_on_cudnn_matches_the_composition(shape):
+    """cuDNN's batch normalisation and its backward pass against the protocol's composition."""
+    from burnish.cuda import cudnn
+    from burnish.dtype import get_dtype
+    from burnish.jit.backend.backend import JitBackend
+
+    backend, reason = _cuda_or_reason()
+    if backend is None:
+        pytest.skip(f"needs an NVIDIA GPU with CuPy ({reason})")
+    if cudnn.library() is None:
+        pytest.skip(f"needs cuDNN (pip install nvidia-cudnn-cu12): {cudnn.describe()}")
+    device = backend.default_device()
+    rng = np.random.default_rng(len(shape))
+    f32 = get_dtype("float32")
+    values = [rng.standard_normal(s).astype(np.float32) * 2 + 1
+              for s in (shape, shape[1:2], shape[1:2], shape)]
+    x, w, b, g = (Tensor.from_data(v, device=device)._prim for v in values)
+    ours = backend.batch_norm(x, w, b, 1e-5, f32)
+    plans = backend.runtime(device).convolutions().plans
+    assert ("batch_norm", "float32", shape) in plans and plans["batch_norm", "float32", shape]
+    theirs = JitBackend.batch_norm(backend, x, w, b, 1e-5, f32)
+    grads = backend.batch_norm_backward(x, w, ours[1], ours[2], g, 1e-5, f32)
+    expected = JitBackend.batch_norm_backward(backend, x, w, theirs[1], theirs[2], g, 1e-5, f32)
+    for a, e in zip((*ours, *grads), (*theirs, *expected)):
+        np.testing.assert_allclose(backend.into_data(a, f32).to_numpy(),
+                                   backend.into_data(e, f32).to_numpy(), rtol=1e-4, atol=1e-4)

@@ -53,6 +53,28 @@ class AutodiffModuleOps(ModuleOps):
                  stride, padding, dilation, groups)
         return self._record(out, (x, weight, bias), conv_transpose_backward, saved)
 
+    def batch_norm(self, x: P, weight: P, bias: P, epsilon: float, dtype: DType
+                   ) -> tuple[P, P, P]:
+        y, mean, invstd = self._inner.batch_norm(x.inner, weight.inner, bias.inner, epsilon,
+                                                 dtype)
+        needs = _tracked(x, weight, bias)
+        if not any(needs):
+            return P(y), P(mean), P(invstd)
+        # The statistics are not differentiated through (a BatchNorm's running statistics take
+        # them detached): only y is tracked.
+        saved = (x, weight, mean, invstd, epsilon, needs)
+        return self._record(y, (x, weight, bias), _batch_norm_backward, saved), P(mean), \
+            P(invstd)
+
+    def batch_norm_backward(self, x: P, weight: P, mean: P, invstd: P, grad: P,
+                            epsilon: float, dtype: DType) -> tuple[P, P, P]:
+        if all(v.node is None for v in (x, weight, mean, invstd, grad)):
+            return tuple(P(g) for g in self._inner.batch_norm_backward(
+                x.inner, weight.inner, mean.inner, invstd.inner, grad.inner, epsilon, dtype))
+        # Tracked (a gradient of a gradient): the default's composition, differentiable.
+        return ModuleOps.batch_norm_backward(self, x, weight, mean, invstd, grad, epsilon,
+                                             dtype)
+
     def conv_weight_grad(self, x: P, grad: P, kernel: Dims, stride: Dims, padding: Dims,
                          dilation: Dims, groups: int) -> P:
         if x.node is None and grad.node is None:
@@ -132,3 +154,9 @@ def _embedding_backward(b, dtype, g, shape, indices):
     rows = b.reshape(g, (count, shape[1]))
     flat = b.reshape(indices, (count,))
     return (b.select_add(zeros(b, shape, dtype, g), 0, flat, rows),)
+
+
+def _batch_norm_backward(b, dtype, g, x, weight, mean, invstd, epsilon, needs):
+    dx, dweight, dbias = b.batch_norm_backward(x, weight, mean, invstd, g, epsilon, dtype)
+    return (dx if needs[0] else None, dweight if needs[1] else None,
+            dbias if needs[2] else None)

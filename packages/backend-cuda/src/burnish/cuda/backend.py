@@ -83,6 +83,27 @@ class CudaBackend(JitBackend):
         return super().conv_transpose(x, weight, bias, stride, padding, output_padding,
                                       dilation, groups)
 
+    def batch_norm(self, x: JitTensor, weight: JitTensor, bias: JitTensor, epsilon, dtype):
+        # cuDNN's batch normalisation where it is installed (one pass for the statistics, one
+        # for the output), else the protocol's composition.
+        convolutions = x.runtime.convolutions()
+        if convolutions is not None:
+            out = convolutions.batch_norm(self.contiguous(x), self.contiguous(weight),
+                                          self.contiguous(bias), epsilon)
+            if out is not None:
+                return out
+        return super().batch_norm(x, weight, bias, epsilon, dtype)
+
+    def batch_norm_backward(self, x: JitTensor, weight: JitTensor, mean: JitTensor,
+                            invstd: JitTensor, grad: JitTensor, epsilon, dtype):
+        convolutions = x.runtime.convolutions()
+        if convolutions is not None:
+            out = convolutions.batch_norm_backward(*(self.contiguous(t) for t in (
+                x, weight, mean, invstd, grad)), epsilon)
+            if out is not None:
+                return out
+        return super().batch_norm_backward(x, weight, mean, invstd, grad, epsilon, dtype)
+
     def conv_weight_grad(self, x: JitTensor, grad: JitTensor, kernel, stride, padding, dilation,
                          groups) -> JitTensor:
         # cuDNN's backward-filter pass where it is installed, else the protocol's grouped

@@ -59,6 +59,9 @@ _CALLS = {
 #: backward ones add with atomics, in whatever order the hardware runs them), so a training step
 #: is reproducible and its captured replay matches the eager run bit for bit.
 _DETERMINISTIC = 1
+#: ``CUDNN_BATCHNORM_SPATIAL``: statistics per channel over batch and space (the persistent
+#: variant may add with atomics, so its results could vary from run to run).
+_BN_SPATIAL = 1
 #: Whether a shape's algorithm is chosen by timing cuDNN's candidates once (``BURNISH_CUDNN_
 #: BENCHMARK=0``: cuDNN's heuristics alone, as PyTorch's default).
 BENCHMARK = os.environ.get("BURNISH_CUDNN_BENCHMARK", "1") != "0"
@@ -182,6 +185,12 @@ def _declare(lib: Any) -> None:
                                                            ctypes.POINTER(s)],
         "cudnnConvolutionBackwardFilter": [p, p, p, p, p, p, p, i, p, s, p, p, p],
         "cudnnAddTensor": [p, p, p, p, p, p, p],
+        "cudnnDeriveBNTensorDescriptor": [p, p, i],
+        "cudnnBatchNormalizationForwardTraining": [p, i, p, p, p, p, p, p, p, p, p,
+                                                   ctypes.c_double, p, p, ctypes.c_double, p,
+                                                   p],
+        "cudnnBatchNormalizationBackward": [p, i, p, p, p, p, p, p, p, p, p, p, p, p, p, p,
+                                            ctypes.c_double, p, p],
     }
     for name, argtypes in signatures.items():
         fn = getattr(lib, name)
@@ -252,6 +261,98 @@ class Convolutions:
         w_shape = (grad.shape[1], x.shape[1] // groups, *kernel)
         return self._run(_FILTER, x, grad, None, (x.shape, w_shape, grad.shape), w_shape,
                          stride, padding, dilation, groups)
+
+    def batch_norm(self, x: JitTensor, weight: JitTensor, bias: JitTensor, epsilon: float
+                   ) -> tuple[JitTensor, JitTensor, JitTensor] | None:
+        """Training-mode batch normalisation of plain ``x`` (``[batch, channels, *spatial]``)
+        by plain ``weight`` and ``bias``: ``(y, mean, invstd)``, cuDNN's spatial mode (its
+        deterministic one). None when cuDNN does not take it."""
+        plan = self._bn_plan(x.dtype.name, x.shape, epsilon)
+        if plan is None:
+            return None
+        y = self._new(x, x.shape)
+        mean, invstd = self._new(x, (x.shape[1],)), self._new(x, (x.shape[1],))
+        itemsize = self.runtime.generator.storage_numpy(x.dtype.name).itemsize
+        self.runtime.call(self._bn_forward, (plan, *(_address(t, itemsize) for t in (
+            x, weight, bias, y, mean, invstd)), epsilon),
+            [x.buffer.handle, weight.buffer.handle, bias.buffer.handle],
+            [y.buffer.handle, mean.buffer.handle, invstd.buffer.handle], plan)
+        self.runtime.launches += 1
+        return y, mean, invstd
+
+    def batch_norm_backward(self, x: JitTensor, weight: JitTensor, mean: JitTensor,
+                            invstd: JitTensor, grad: JitTensor, epsilon: float
+                            ) -> tuple[JitTensor, JitTensor, JitTensor] | None:
+        """``(dx, dweight, dbias)`` of ``batch_norm`` (plain tensors; ``mean`` and ``invstd``
+        as it returned them), cuDNN's backward pass. None when cuDNN does not take it."""
+        plan = self._bn_plan(x.dtype.name, x.shape, epsilon)
+        if plan is None:
+            return None
+        dx = self._new(x, x.shape)
+        dweight, dbias = self._new(x, (x.shape[1],)), self._new(x, (x.shape[1],))
+        itemsize = self.runtime.generator.storage_numpy(x.dtype.name).itemsize
+        self.runtime.call(self._bn_backward, (plan, *(_address(t, itemsize) for t in (
+            x, weight, mean, invstd, grad, dx, dweight, dbias)), epsilon),
+            [t.buffer.handle for t in (x, weight, mean, invstd, grad)],
+            [dx.buffer.handle, dweight.buffer.handle, dbias.buffer.handle], plan)
+        self.runtime.launches += 1
+        return dx, dweight, dbias
+
+    def _new(self, like: JitTensor, shape: tuple[int, ...]) -> JitTensor:
+        runtime = self.runtime
+        itemsize = runtime.generator.storage_numpy(like.dtype.name).itemsize
+        return JitTensor(runtime.pool.alloc(max(numel(shape), 1) * itemsize), shape, like.dtype,
+                         like.device, runtime)
+
+    def _bn_plan(self, dtype: str, shape: tuple[int, ...], epsilon: float) -> _Plan | None:
+        """The descriptors of a batch normalisation over ``shape``; None where cuDNN does not
+        take it (16-bit floats: their statistics would be float32, the protocol's are the
+        input's dtype; fewer than 2 or more than 5 dims; an epsilon below cuDNN's minimum)."""
+        if dtype not in ("float32", "float64") or not 2 <= len(shape) <= 5 or epsilon < 1e-5 \
+                or min(shape) == 0:
+            return None
+        key = ("batch_norm", dtype, shape)
+        with self.lock:
+            plan = self.plans.get(key, False)
+            if plan is not False:
+                return plan
+            if len(self.plans) >= PLAN_LIMIT:
+                self.plans.clear()
+            plan = self.plans[key] = self._make_bn_plan(dtype, shape)
+        return plan
+
+    def _make_bn_plan(self, dtype: str, shape: tuple[int, ...]) -> _Plan | None:
+        data, _, scalar = _TYPES[dtype]
+        if len(shape) < 4:  # cuDNN's tensors have 4 dims or more: [N, C] and [N, C, L] padded
+            shape = shape[:2] + (1,) * (4 - len(shape)) + shape[2:]
+        plan = _Plan()
+        plan.kind = "batch_norm"
+        plan.x = self._tensor(data, shape)
+        plan.bias = ctypes.c_void_p()
+        if plan.x is None or self.lib.cudnnCreateTensorDescriptor(ctypes.byref(plan.bias)) or \
+                self.lib.cudnnDeriveBNTensorDescriptor(plan.bias, plan.x, _BN_SPATIAL):
+            return None
+        plan.scalars = (scalar(1.0), scalar(0.0))
+        plan.alpha = ctypes.c_void_p(ctypes.addressof(plan.scalars[0]))
+        plan.beta = ctypes.c_void_p(ctypes.addressof(plan.scalars[1]))
+        return plan
+
+    def _bn_forward(self, plan: _Plan, x, weight, bias, y, mean, invstd, epsilon) -> None:
+        """Enqueue one batch normalisation (no running statistics: the caller moves them)."""
+        with self.lock, _current(self.runtime):
+            self._check(self.lib.cudnnBatchNormalizationForwardTraining(
+                self.handle, _BN_SPATIAL, plan.alpha, plan.beta, plan.x, x, plan.x, y,
+                plan.bias, weight, bias, 0.0, None, None, epsilon, mean, invstd),
+                "cudnnBatchNormalizationForwardTraining")
+
+    def _bn_backward(self, plan: _Plan, x, weight, mean, invstd, grad, dx, dweight, dbias,
+                     epsilon) -> None:
+        """Enqueue one batch normalisation's backward pass."""
+        with self.lock, _current(self.runtime):
+            self._check(self.lib.cudnnBatchNormalizationBackward(
+                self.handle, _BN_SPATIAL, plan.alpha, plan.beta, plan.alpha, plan.beta, plan.x,
+                x, plan.x, grad, plan.x, dx, plan.bias, weight, dweight, dbias, epsilon, mean,
+                invstd), "cudnnBatchNormalizationBackward")
 
     def _run(self, kind: str, a: JitTensor, b: JitTensor, bias: JitTensor | None,
              shapes: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]],

@@ -57,6 +57,50 @@ class ModuleOps(ABC):
                               + tuple((0, k, 1) for k in kernel))
         return self.permute(full, (1, 0) + tuple(range(2, 2 + len(size))))
 
+    def batch_norm(self, x: Primitive, weight: Primitive, bias: Primitive, epsilon: float,
+                   dtype: DType) -> tuple[Primitive, Primitive, Primitive]:
+        """Batch normalisation with the batch's statistics (training mode): ``x`` is ``[batch,
+        channels, *spatial]``, ``weight`` and ``bias`` ``[channels]``, all of ``dtype``.
+        Returns ``(y, mean, invstd)``: ``y = (x - mean) * invstd * weight + bias``, where
+        ``mean`` and ``invstd = 1 / sqrt(var + epsilon)`` (``var`` biased) are taken per channel
+        over every other dim and returned as ``[channels]``."""
+        channels, ndim = x.shape[1], len(x.shape)
+        shape = (1, channels) + (1,) * (ndim - 2)
+        dims = [0, *range(2, ndim)]
+        mean = x
+        for d in reversed(dims):
+            mean = self.mean(mean, d, dtype)
+        centered = self.sub(x, mean)
+        var = self.mul(centered, centered)
+        for d in reversed(dims):
+            var = self.mean(var, d, dtype)
+        invstd = self.rsqrt(self.add_scalar(var, epsilon, dtype), dtype)
+        y = self.mul_add(self.mul(centered, invstd), self.reshape(weight, shape),
+                         self.reshape(bias, shape))
+        return y, self.reshape(mean, (channels,)), self.reshape(invstd, (channels,))
+
+    def batch_norm_backward(self, x: Primitive, weight: Primitive, mean: Primitive,
+                            invstd: Primitive, grad: Primitive, epsilon: float, dtype: DType
+                            ) -> tuple[Primitive, Primitive, Primitive]:
+        """The gradients ``(dx, dweight, dbias)`` of ``batch_norm``'s ``y`` contracted with
+        ``grad``, from the ``mean`` and ``invstd`` it returned (``epsilon`` is the one it was
+        given): with ``xhat = (x - mean) * invstd`` and ``m`` the elements per channel,
+        ``dbias = sum(grad)``, ``dweight = sum(grad * xhat)`` and ``dx = weight * invstd *
+        (grad - dbias / m - xhat * dweight / m)``."""
+        channels, ndim = x.shape[1], len(x.shape)
+        shape = (1, channels) + (1,) * (ndim - 2)
+        dims = [0, *range(2, ndim)]
+        count = _numel(x.shape) // max(channels, 1)
+        xhat = self.mul(self.sub(x, self.reshape(mean, shape)), self.reshape(invstd, shape))
+        dbias, dweight = grad, self.mul(grad, xhat)
+        for d in reversed(dims):
+            dbias, dweight = self.sum(dbias, d), self.sum(dweight, d)
+        scale = 1.0 / max(count, 1)
+        inner = self.sub(self.sub(grad, self.mul_scalar(dbias, scale, dtype)),
+                         self.mul(xhat, self.mul_scalar(dweight, scale, dtype)))
+        dx = self.mul(inner, self.reshape(self.mul(weight, invstd), shape))
+        return dx, self.reshape(dweight, (channels,)), self.reshape(dbias, (channels,))
+
     @abstractmethod
     def avg_pool(self, x: Primitive, kernel: Dims, stride: Dims, padding: Dims,
                  count_include_pad: bool, ceil_mode: bool) -> Primitive:

@@ -25,6 +25,7 @@ from burnish.functional.conv import (
 )
 from burnish.functional.embedding import embedding
 from burnish.functional.linear import linear
+from burnish.functional.norm import batch_norm
 from burnish.functional.optim import adam_step
 from burnish.functional.pad import pad
 from burnish.functional.pool import (
@@ -52,8 +53,8 @@ from burnish.functional.resize import interpolate
 __all__ = [
     "adaptive_avg_pool", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
     "adam_step", "adaptive_max_pool", "adaptive_max_pool1d", "adaptive_max_pool2d",
-    "adaptive_max_pool_with_indices", "avg_pool", "avg_pool1d", "avg_pool2d", "conv", "conv1d",
-    "conv2d", "conv3d", "conv_transpose", "conv_transpose1d", "conv_transpose2d",
+    "adaptive_max_pool_with_indices", "avg_pool", "avg_pool1d", "avg_pool2d", "batch_norm",
+    "conv", "conv1d", "conv2d", "conv3d", "conv_transpose", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "embedding", "gelu", "gru_cell", "interpolate", "linear", "log_sigmoid",
     "log_softmax", "lstm_cell",
     "max_pool", "max_pool1d", "max_pool1d_with_indices", "max_pool2d", "max_pool2d_with_indices",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from burnish import Device, Tensor
 from burnish import amp as _amp
+from burnish import functional as F
 from burnish.nn.config import Config
 from burnish.nn.module import Module
 from burnish.nn.param import Param, is_autodiff
@@ -164,22 +165,20 @@ class BatchNorm(Module):
         channels = x.shape[1]
         shape = [1, channels] + [1] * (x.ndim - 2)
         if is_autodiff(x):
-            dims = [0] + list(range(2, x.ndim))
-            mean = x.mean(dims, keepdim=True)
-            centered = x - mean
-            var = (centered * centered).mean(dims, keepdim=True)
+            # One op (cuDNN's on cuda) and one for its gradient; the statistics it returns
+            # (detached) move the running ones.
+            y, mean, invstd = F.batch_norm(x, self.gamma.val(), self.beta.val(), self.epsilon,
+                                           return_stats=True)
             count = x.numel() // channels
-            unbiased = var.detach().reshape([channels]) * (count / max(count - 1, 1))
-            self.running_mean = self._moved(self.running_mean, mean.detach().reshape([channels]))
-            self.running_var = self._moved(self.running_var, unbiased)
-        else:
-            # Per channel first, so that the full-size work is one pass, ``x * scale + shift``
-            # (inference is bound by the passes over the activations).
-            scale = self.gamma.val() * (self.running_var.val() + self.epsilon).rsqrt()
-            shift = self.beta.val() - self.running_mean.val() * scale
-            return x.mul_add(scale.reshape(shape), shift.reshape(shape))
-        y = centered * (var + self.epsilon).rsqrt()
-        return y * self.gamma.val().reshape(shape) + self.beta.val().reshape(shape)
+            var = (invstd * invstd).recip() - self.epsilon
+            self.running_mean = self._moved(self.running_mean, mean)
+            self.running_var = self._moved(self.running_var, var * (count / max(count - 1, 1)))
+            return y
+        # Per channel first, so that the full-size work is one pass, ``x * scale + shift``
+        # (inference is bound by the passes over the activations).
+        scale = self.gamma.val() * (self.running_var.val() + self.epsilon).rsqrt()
+        shift = self.beta.val() - self.running_mean.val() * scale
+        return x.mul_add(scale.reshape(shape), shift.reshape(shape))
 
     def _moved(self, running: Param, batch: Tensor) -> Param:
         value = running.val() * (1.0 - self.momentum) + batch * self.momentum

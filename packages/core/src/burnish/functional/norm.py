@@ -1,0 +1,51 @@
+"""Batch normalisation with the batch's statistics (what ``nn.BatchNorm`` runs while training)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from burnish.dtype import Kind
+from burnish.errors import DTypeError, ShapeError
+from burnish.functional.conv import raise_dtype
+from burnish.shape import show
+from burnish.tensor import core as _core
+
+if TYPE_CHECKING:
+    from burnish.tensor import Tensor
+
+
+def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, epsilon: float = 1e-5,
+               return_stats: bool = False) -> Tensor | tuple[Tensor, Tensor, Tensor]:
+    """``(x - mean) / sqrt(var + epsilon) * weight + bias`` with ``mean`` and the biased
+    ``var`` of the batch, per channel (dim 1) over every other dim: ``x`` is ``[batch,
+    channels, *spatial]`` (``[batch, channels]`` too), ``weight`` and ``bias`` ``[channels]``,
+    all of one float dtype. One backend op (cuDNN's on cuda), whose gradient is one more.
+
+    ``return_stats``: also return the statistics, ``(y, mean, invstd)`` with ``invstd = 1 /
+    sqrt(var + epsilon)``, both ``[channels]`` and not differentiated through (what a
+    BatchNorm's running statistics take). Raises ShapeError and DTypeError naming both sides.
+    """
+    op = "batch_norm"
+    if type(x) is not _core.Tensor:
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+    if x.dtype.kind is not Kind.FLOAT:
+        raise DTypeError(f"{op} needs a float tensor, got {x.dtype}")
+    if x.ndim < 2:
+        raise ShapeError(f"{op} needs a tensor of shape [batch, channels, *spatial], got "
+                         f"{show(x.shape)}")
+    channels = x.shape[1]
+    for name, other in (("weight", weight), ("bias", bias)):
+        if tuple(other.shape) != (channels,):
+            raise ShapeError(f"{op}: {name} must be [{channels}] (the input's channels, "
+                             f"{show(x.shape)}), got {show(other.shape)}")
+        _core.same_device(x, other, op)
+        if other.dtype is not x.dtype:
+            raise_dtype(op, x, other)
+    if not epsilon > 0:
+        raise ValueError(f"{op}: epsilon must be positive, got {epsilon}")
+    y, mean, invstd = x.backend.batch_norm(x._prim, weight._prim, bias._prim, float(epsilon),
+                                           x.dtype)
+    out = _core.make(y, x.device, x.dtype)
+    if not return_stats:
+        return out
+    return out, _core.make(mean, x.device, x.dtype), _core.make(invstd, x.device, x.dtype)
