@@ -106,6 +106,23 @@ class ArrayBatcher:
         return Tensor.from_numpy(values, device), collated_in, os.getpid()
 
 
+class Augment:
+    """A picklable mapper applying ``transform`` to each item (an image)."""
+
+    def __init__(self, transform):
+        self.transform = transform
+
+    def __call__(self, image):
+        return self.transform(image)
+
+
+class Stack:
+    """A batcher stacking the items into one NumPy array."""
+
+    def batch(self, items, device=None):
+        return np.stack(items)
+
+
 def alive(pid: int) -> bool:
     """Whether process ``pid`` exists (a zombie left unreaped counts as alive)."""
     try:

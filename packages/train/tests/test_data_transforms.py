@@ -6,6 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
+from loader_workers import Augment, Stack  # importable by the worker processes
 
 from burnish.data import (
     Compose,
@@ -76,21 +77,6 @@ def test_random_flip():
     assert 0 in flips and 2 in flips
     with pytest.raises(ValueError, match="probability"):
         RandomFlip(p=2)
-
-
-class Augment:
-    """A picklable mapper applying ``transform`` to each item (an image)."""
-
-    def __init__(self, transform):
-        self.transform = transform
-
-    def __call__(self, image):
-        return self.transform(image)
-
-
-class Stack:
-    def batch(self, items, device=None):
-        return np.stack(items)
 
 
 def test_augmentations_under_the_loader_are_the_same_with_and_without_workers():
