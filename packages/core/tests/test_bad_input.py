@@ -13,20 +13,6 @@ from burnish import Tensor
 OPS = {"//": operator.floordiv, "%": operator.mod}
 
 
-@pytest.fixture
-def debug_off():
-    was = bn.is_debug()
-    bn.set_debug(False)
-    yield
-    bn.set_debug(was)
-
-
-@pytest.fixture
-def values_on_device(monkeypatch, debug_off):
-    """The ndarray backend pretending to keep its values on a device (as GPU backends do)."""
-    monkeypatch.setattr(bn.backend("ndarray"), "values_on_host", False)
-
-
 @pytest.mark.parametrize("op", ["//", "%"])
 def test_int_division_by_a_scalar_zero_raises(op):
     x = Tensor.from_data([5, 7, -3])

@@ -10,20 +10,6 @@ import burnish as bn
 from burnish import Tensor
 
 
-@pytest.fixture
-def debug_off():
-    was = bn.is_debug()
-    bn.set_debug(False)
-    yield
-    bn.set_debug(was)
-
-
-@pytest.fixture
-def values_on_device(monkeypatch, debug_off):
-    """The ndarray backend pretending to keep its values on a device (as GPU backends do)."""
-    monkeypatch.setattr(bn.backend("ndarray"), "values_on_host", False)
-
-
 @pytest.mark.parametrize(("weights", "kwargs", "error", "message"), [
     ([1, 2], {}, bn.DTypeError, "multinomial needs a float tensor, got int64"),
     ([[[1.0]]], {}, bn.ShapeError, r"1-d \[categories\] or 2-d \[rows, categories\], got "
