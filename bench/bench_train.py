@@ -639,6 +639,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch's GPT attention: nn.TransformerEncoder's (fused "
                              "scaled_dot_product_attention; the default) or written out as "
                              "burnish's (math)")
+    parser.add_argument("--sizes", nargs="+", metavar="NAME=INT",
+                        help="override sizes of the models run, e.g. --models gpt --sizes "
+                             "seq=2048 batch=4")
     parser.add_argument("--autocast", choices=("bfloat16", "float16"),
                         help="mixed precision: the forward passes under burnish.autocast and "
                              "torch.autocast with this dtype (float32 weights; float16 without "
@@ -667,6 +670,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         spec = models.SPECS[name]
         sizes = dict(spec.small if args.small else spec.full)
+        for name_value in args.sizes or ():
+            key, _, value = name_value.partition("=")
+            if key not in sizes or not value.isdigit():
+                sys.exit(f"bench_train: --sizes takes NAME=INT with NAME one of {name}'s "
+                         f"sizes ({', '.join(sizes)}), got {name_value!r}")
+            sizes[key] = int(value)
         print(f"bench_train: {name} ...", file=sys.stderr, flush=True)
         if args.check:
             try:
