@@ -249,10 +249,11 @@ def record(op: str, fn, inputs: Sequence[JitTensor], dtype: DType,
             # While a capture records, the predictions stand still: the two recordings of a
             # call must launch the same kernels, and a count that ran out in one of them would
             # fuse an op there that the other ran alone.
-            if runtime.pool.recorder is None and trust > 1:
-                runtime.lazy_lone[lone] = trust - 1
-            elif runtime.pool.recorder is None:  # recorded next time, to check it still holds
-                del runtime.lazy_lone[lone]
+            if runtime.pool.recorder is None:
+                if trust > 1:
+                    runtime.lazy_lone[lone] = trust - 1
+                else:  # recorded next time, to check the prediction still holds
+                    del runtime.lazy_lone[lone]
             slots.clear()
             stream.buffers.clear()
             return None
