@@ -299,9 +299,10 @@ class Convolutions:
         return dx, dweight, dbias
 
     def _new(self, like: JitTensor, shape: tuple[int, ...]) -> JitTensor:
+        """A new plain tensor of ``shape`` with ``like``'s dtype and device, from the pool."""
         runtime = self.runtime
         itemsize = runtime.generator.storage_numpy(like.dtype.name).itemsize
-        return JitTensor(runtime.pool.alloc(max(numel(shape), 1) * itemsize), shape, like.dtype,
+        return JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape, like.dtype,
                          like.device, runtime)
 
     def _bn_plan(self, dtype: str, shape: tuple[int, ...], epsilon: float) -> _Plan | None:
@@ -376,8 +377,7 @@ class Convolutions:
             return None
         runtime = self.runtime
         itemsize = runtime.generator.storage_numpy(dtype).itemsize
-        out = JitTensor(runtime.pool.alloc(numel(out_shape) * itemsize), out_shape, a.dtype,
-                        a.device, runtime)
+        out = self._new(a, out_shape)
         workspace = runtime.pool.alloc(plan.workspace) if plan.workspace else None
         reads = [a.buffer.handle, b.buffer.handle]
         writes = [out.buffer.handle] + ([workspace.handle] if workspace else [])
