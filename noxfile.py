@@ -9,7 +9,9 @@ changed).
 from __future__ import annotations
 
 import concurrent.futures
+import datetime
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,9 +27,13 @@ nox.options.reuse_venv = "yes"
 # A session that cannot start (no interpreter, a tool outside its venv) is a failure, never a skip.
 nox.options.error_on_missing_interpreters = True
 nox.options.error_on_external_run = True
-nox.options.sessions = ["lint", "tests", "conformance"]
+nox.options.sessions = ["lint", "docs", "tests", "conformance"]
 
 RUFF = "ruff==0.17.6"
+#: The documentation site's tools (``nox -s docs``); ruff lays out long signatures.
+DOCS = ("mkdocs==1.6.1", "mkdocs-material==9.8.2", "mkdocstrings==1.0.8",
+        "mkdocstrings-python==2.0.11", "griffelib==2.4.1", RUFF)
+MYPY = "mypy==2.4.1"
 # The PyTorch that bench/RESULTS.md was measured against. PyPI's Linux wheel is the CUDA build;
 # PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu gets the CPU one (what bench uses).
 TORCH = "torch==2.13.0"
@@ -103,7 +109,8 @@ def tests(session: nox.Session) -> None:
     # rich draws burnish-train's dashboard; its pseudo-terminal tests need it (and pexpect). The
     # examples' tests run them with what their READMEs install: matplotlib for plots, tokenizers
     # for the text examples.
-    session.install("pytest", "rich>=13", "pexpect", *EXAMPLE_REQUIREMENTS)
+    # nox: tests/test_release.py runs the bump session's function on a copy of the tree.
+    session.install("pytest", "rich>=13", "pexpect", "nox", *EXAMPLE_REQUIREMENTS)
     paths = [str(p) for p in sorted(PACKAGES.glob("*/tests"))] + [str(ROOT / "tests")]
     # importlib mode: test files of the same name in two packages do not collide. pytest's exit
     # status 5 (no tests collected) fails the session like any other non-zero status.
@@ -177,9 +184,36 @@ def run_parallel(session: nox.Session, runs: list[list[str]], names: list[str]) 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over the whole repository, with the root pyproject.toml's rules."""
-    session.install(RUFF)
+    """ruff over the whole repository, then mypy over every package's sources, with the root
+    pyproject.toml's settings (``nox -s lint -- PATH...`` passes paths to ruff alone)."""
+    session.install(RUFF, MYPY)
     session.run("ruff", "check", str(ROOT), *session.posargs)
+    if not session.posargs:
+        typecheck(session)
+
+
+def typecheck(session: nox.Session) -> None:
+    """mypy over every package's ``src``. burnish is one package spread over the packages'
+    ``src`` folders (core owns ``burnish/__init__.py``), so they all go on mypy's search path,
+    and each package's own folders are checked. Third-party libraries are not installed here:
+    mypy sees NumPy, CuPy, wgpu, PyOpenCL or onnx as ``Any`` and checks burnish's own types."""
+    sources = [folder / "src" for folder in packages() if (folder / "src").is_dir()]
+    targets = [str(p) for src in sources for p in sorted((src / "burnish").iterdir())
+               if p.is_dir() and p.name != "__pycache__" or p.suffix == ".py"]
+    session.run("mypy", "--cache-dir", str(ROOT / ".nox" / ".mypy_cache"), *targets,
+                env={"MYPYPATH": os.pathsep.join(str(src) for src in sources)})
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The book (docs/) and the API reference generated from the docstrings, as a static site
+    in site/ (open site/index.html; it works from file://): ``mkdocs build --strict``, so a
+    broken link, anchor or reference fails it. ``nox -s docs -- serve`` serves it instead, with
+    reloads on every edit. The sources are read, not imported: no package is installed."""
+    session.install(*DOCS)
+    # NO_MKDOCS_2_WARNING: Material's notice about its successor, printed on every build.
+    session.run("mkdocs", *(session.posargs or ["build", "--strict"]),
+                env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 @nox.session
@@ -189,6 +223,76 @@ def build(session: nox.Session) -> None:
     shutil.rmtree(ROOT / "dist", ignore_errors=True)
     for folder in packages():
         session.run("python", "-m", "build", "--outdir", str(ROOT / "dist"), str(folder))
+
+
+#: ``version = "..."`` of a pyproject.toml's [project] table (the only top-level version line).
+_VERSION_LINE = re.compile(r'^version = "([^"]*)"$', re.MULTILINE)
+#: ``__version__ = "..."`` in burnish-core's ``burnish/__init__.py``.
+_DUNDER_VERSION = re.compile(r'^__version__ = "([^"]*)"$', re.MULTILINE)
+#: A requirement on a sibling distribution: ``burnish-core>=0.1.0`` (name, operator, version).
+SIBLING_PIN = re.compile(r'"(burnish-[a-z0-9-]+(?:\[[a-z0-9,-]+\])?)(>=|==|~=)([^"\s,;]+)"')
+#: A release's heading in CHANGELOG.md: ``## [0.1.0] - 2026-11-26``.
+CHANGELOG_RELEASE = re.compile(r"^## \[(\d[^\]]*)\] - \d{4}-\d{2}-\d{2}$", re.MULTILINE)
+
+
+def tree_version(root: Path = ROOT) -> str:
+    """The version of the monorepo: burnish-core's, which every distribution shares."""
+    text = (root / "packages" / "core" / "pyproject.toml").read_text(encoding="utf-8")
+    return _VERSION_LINE.search(text).group(1)
+
+
+def set_version(root: Path, version: str, today: datetime.date | None = None) -> list[Path]:
+    """Move every distribution under ``root/packages`` to ``version`` together: each
+    pyproject.toml's version and its pins on siblings, ``burnish.__version__``, and a heading
+    for the release in CHANGELOG.md over what ``Unreleased`` listed. Returns the files
+    changed; raises ValueError (changing nothing) for a version that is not PEP 440 or is
+    not above the current one."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        new = Version(version)
+    except InvalidVersion as error:
+        raise ValueError(f"not a version: {version!r} ({error})") from None
+    if str(new) != version:
+        raise ValueError(f"write the version as {str(new)!r}, not {version!r}")
+    current = tree_version(root)
+    if new <= Version(current):
+        raise ValueError(f"{version} is not above the current version {current}")
+    changes: dict[Path, str] = {}
+    for pyproject in sorted((root / "packages").glob("*/pyproject.toml")):
+        text = pyproject.read_text(encoding="utf-8")
+        text, count = _VERSION_LINE.subn(f'version = "{version}"', text, count=1)
+        if not count:
+            raise ValueError(f"{pyproject}: no version line")
+        changes[pyproject] = SIBLING_PIN.sub(rf'"\g<1>\g<2>{version}"', text)
+    init = root / "packages" / "core" / "src" / "burnish" / "__init__.py"
+    text, count = _DUNDER_VERSION.subn(f'__version__ = "{version}"', init.read_text("utf-8"))
+    if not count:
+        raise ValueError(f"{init}: no __version__ line")
+    changes[init] = text
+    changelog = root / "CHANGELOG.md"
+    text = changelog.read_text(encoding="utf-8")
+    if "## [Unreleased]\n" not in text:
+        raise ValueError(f"{changelog}: no '## [Unreleased]' heading")
+    date = (today or datetime.date.today()).isoformat()
+    changes[changelog] = text.replace("## [Unreleased]\n",
+                                      f"## [Unreleased]\n\n## [{version}] - {date}\n", 1)
+    for path, text in changes.items():
+        path.write_text(text, encoding="utf-8")
+    return list(changes)
+
+
+@nox.session(python=False)
+def bump(session: nox.Session) -> None:
+    """Move the whole monorepo to a new version: ``nox -s bump -- 0.2.0`` (docs/releasing.md)."""
+    if len(session.posargs) != 1:
+        session.error("give the new version: nox -s bump -- 0.2.0")
+    try:
+        changed = set_version(ROOT, session.posargs[0])
+    except ValueError as error:
+        session.error(str(error))
+    for path in changed:
+        session.log(f"wrote {path.relative_to(ROOT)}")
 
 
 @nox.session

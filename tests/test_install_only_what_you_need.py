@@ -1,12 +1,24 @@
-"""Core and the ndarray backend, installed from their wheels alone, make a working burnish."""
+"""Installed from their wheels: core and the ndarray backend alone make a working burnish, and
+every distribution together (the meta-distribution with its ``[all]`` extra) installs, imports
+and carries its type marker."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import sys
+import tomllib
+import zipfile
+from email.parser import Parser
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = sorted(p.parent for p in (ROOT / "packages").glob("*/pyproject.toml"))
 
 SEED = """
 import math
@@ -36,9 +48,31 @@ except burnish.BackendNotInstalledError as error:
 """
 
 
+def project(folder: Path) -> dict:
+    return tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+
+
 @pytest.fixture(scope="module")
-def python(wheel, make_venv):
-    return make_venv(wheel("core"), wheel("backend-ndarray"))
+def wheels(run, tmp_path_factory) -> dict[str, Path]:
+    """A wheel of every distribution under packages/, by name. They are built in one venv that
+    holds their build backend (without build isolation: one build environment instead of one
+    per package, most of the time a build takes)."""
+    where = tmp_path_factory.mktemp("build-env")
+    run(sys.executable, "-m", "venv", where)
+    python = where / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    requires = sorted({r for f in FOLDERS for r in project(f)["build-system"]["requires"]})
+    run(python, "-m", "pip", "install", *requires)
+    out = tmp_path_factory.mktemp("all-wheels")
+    run(python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", out,
+        *FOLDERS)
+    built = {p.name.split("-")[0].replace("_", "-"): p for p in out.glob("*.whl")}
+    assert sorted(built) == sorted(project(f)["project"]["name"] for f in FOLDERS)
+    return built
+
+
+@pytest.fixture(scope="module")
+def python(wheels, make_venv):
+    return make_venv(wheels["burnish-core"], wheels["burnish-backend-ndarray"])
 
 
 def test_only_core_and_ndarray_are_installed(run, python):
@@ -63,3 +97,82 @@ def test_missing_backend_names_its_package(run, python, tmp_path):
     out = run(python, "-c", MISSING, cwd=tmp_path).stdout
     assert "'wgpu' is not installed" in out
     assert "pip install burnish-backend-wgpu" in out
+
+
+# -- every distribution -------------------------------------------------------------------------
+
+
+def requirements(wheel: Path) -> dict[str, set[str]]:
+    """The names a wheel requires, by extra ("" for those it always requires)."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = Parser().parsestr(archive.read(name).decode())
+    found: dict[str, set[str]] = {"": set()}
+    for requirement in metadata.get_all("Requires-Dist") or []:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()
+        extra = re.search(r"extra == ['\"]([^'\"]+)['\"]", requirement)
+        found.setdefault(extra.group(1) if extra else "", set()).add(name)
+    return found
+
+
+def test_every_wheel_marks_its_packages_typed(wheels):
+    for name, path in wheels.items():
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+        packages = {n.rsplit("/", 1)[0] for n in names if n.endswith("/__init__.py")
+                    and n.count("/") <= 2}
+        if name == "burnish-core":
+            packages = {"burnish"}  # its subpackages are covered by burnish/py.typed
+        elif name != "burnish":
+            packages = {p for p in packages if p.count("/") == 1}
+            assert packages, f"{name} ships no package"
+        for package in packages:
+            assert f"{package}/py.typed" in names, f"{path.name} has no {package}/py.typed"
+
+
+def test_the_extras_add_every_distribution(wheels):
+    found = requirements(wheels["burnish"])
+    every = found.pop("all")  # burnish[every other extra], which the wheel spells out
+    named = set().union(*(names for extra, names in found.items() if extra))
+    assert every in ({"burnish"}, named), every
+    assert named <= set(wheels), named - set(wheels)
+    # What the extras name, and what those require in turn, is every distribution.
+    reached, todo = {"burnish"}, list(named)
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo += [n for n in requirements(wheels[name])[""] if n.startswith("burnish")]
+    assert reached == set(wheels)
+
+
+@pytest.fixture(scope="module")
+def everything(wheels, make_venv):
+    """A venv with ``burnish[all]``, every burnish distribution from its wheel (the others from
+    the package index)."""
+    others = [path for name, path in sorted(wheels.items()) if name != "burnish"]
+    return make_venv(f"{wheels['burnish']}[all]", *others)
+
+
+def test_all_installs_every_distribution_at_one_version(run, everything, wheels):
+    listed = json.loads(run(everything, "-m", "pip", "list", "--format=json").stdout)
+    ours = {p["name"].lower(): p["version"] for p in listed
+            if p["name"].lower().startswith("burnish")}
+    assert sorted(ours) == sorted(wheels)
+    assert len(set(ours.values())) == 1, ours
+    run(everything, "-m", "pip", "check")
+
+
+def test_every_package_imports(run, everything, tmp_path):
+    names = sorted(p.name for f in FOLDERS if f.name != "core" and (f / "src").is_dir()
+                   for p in (f / "src" / "burnish").iterdir() if (p / "__init__.py").exists())
+    code = "import importlib\n" + "".join(f"importlib.import_module('burnish.{n}')\n"
+                                           for n in names)
+    run(everything, "-c", code, cwd=tmp_path)
+    assert {"autodiff", "ndarray", "nn", "optim", "train", "data", "onnx"} <= set(names)
+
+
+def test_info_lists_the_backends_and_decorators(everything, burnish_info):
+    text, backends = burnish_info(everything)
+    assert {"ndarray", "wgpu", "rocm", "cuda"} <= set(backends), text
+    assert "autodiff" in text and "fusion" in text, text

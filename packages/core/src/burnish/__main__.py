@@ -39,8 +39,8 @@ def info() -> int:
     decorators = registry.decorator_infos()
     if decorators:
         print("\nBackend decorators (use as NAME+backend, e.g. autodiff+ndarray):")
-        for name, meta in sorted(decorators.items()):
-            print(f"  {name:<10} {meta.package:<28} {meta.description}")
+        for name, decorator in sorted(decorators.items()):
+            print(f"  {name:<10} {decorator.package:<28} {decorator.description}")
     from burnish.record import formats
 
     print("\nRecord formats:")

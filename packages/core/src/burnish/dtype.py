@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from enum import Enum
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -47,7 +48,7 @@ class DType:
     def __repr__(self) -> str:
         return self.name
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
         return (get_dtype, (self.name,))
 
 

@@ -36,7 +36,7 @@ def backend_infos() -> dict[str, BackendInfo]:
     """Every installed backend, by name."""
     global _infos
     if _infos is None:
-        infos = {}
+        infos: dict[str, BackendInfo] = {}
         for batch in plugin_manager().hook.burnish_backends():
             for info in batch or ():
                 infos.setdefault(info.name, info)
@@ -48,7 +48,7 @@ def decorator_infos() -> dict[str, DecoratorInfo]:
     """Every installed backend decorator, by name."""
     global _decorators
     if _decorators is None:
-        found = {}
+        found: dict[str, DecoratorInfo] = {}
         for batch in plugin_manager().hook.burnish_backend_decorators():
             for info in batch or ():
                 found.setdefault(info.name, info)

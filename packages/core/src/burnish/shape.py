@@ -13,7 +13,7 @@ class Shape(tuple):
 
     __slots__ = ()
 
-    def __new__(cls, dims: Iterable[int] = ()):
+    def __new__(cls, dims: Iterable[int] = ()) -> Shape:
         dims = tuple(dims)
         for d in dims:
             if not isinstance(d, int) or isinstance(d, bool) or d < 0:

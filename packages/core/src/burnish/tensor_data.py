@@ -20,6 +20,8 @@ class TensorData:
     """
 
     __slots__ = ("_array", "dtype")
+    _array: np.ndarray
+    dtype: DType
 
     def __init__(self, values: Any, dtype: DType | str | None = None):
         if isinstance(values, TensorData):

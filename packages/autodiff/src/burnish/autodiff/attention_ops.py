@@ -32,7 +32,7 @@ class AutodiffAttentionOps(AttentionOps):
             grads = self._inner.attention_backward(
                 q.inner, k.inner, v.inner, None if mask is None else mask.inner, out.inner,
                 lse.inner, grad.inner, scale, causal, dtype)
-            return tuple(P(g) for g in grads)
+            return tuple(P(g) for g in grads)  # type: ignore[return-value]  # three
         # Tracked (a gradient of a gradient): the default's composition, differentiable.
         return AttentionOps.attention_backward(self, q, k, v, mask, out, lse, grad, scale,
                                                causal, dtype)

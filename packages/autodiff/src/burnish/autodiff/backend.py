@@ -99,10 +99,10 @@ class Autodiff(
         return Gradients(self._inner, backward(self._inner, x.node, seed, self._balanced))
 
     def grad(self, x: P, grads: Gradients) -> Any:
-        return _check(grads)._get(x.node.leaf_id) if _is_leaf(x) else None
+        return _check(grads)._get(x.node.leaf_id) if _is_leaf(x) else None  # type: ignore[union-attr]
 
     def grad_remove(self, x: P, grads: Gradients) -> Any:
-        return _check(grads)._remove(x.node.leaf_id) if _is_leaf(x) else None
+        return _check(grads)._remove(x.node.leaf_id) if _is_leaf(x) else None  # type: ignore[union-attr]
 
     def inner(self, x: P) -> Any:
         return x.inner

@@ -60,7 +60,8 @@ class AutodiffBase(WrapsDevices, BackendBase):
             if saved:
                 saved = tuple([s.inner if type(s) is P else (out if s is OUT else s)
                                for s in saved])
-        return P(out, Node(parents, rule, saved, recipe, dtype))
+        # dtype: given, or a tracked input's (one input at least is tracked).
+        return P(out, Node(parents, rule, saved, recipe, dtype))  # type: ignore[arg-type]
 
     # -- devices and dtypes -------------------------------------------------------------------
 

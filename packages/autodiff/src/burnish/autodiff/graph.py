@@ -130,7 +130,7 @@ def backward(inner: Any, root: Node, seed: Any, recomputes: bool = False) -> dic
             continue
         if grad is not None:
             saved = [_value(s, node) for s in node.saved] if recomputes else node.saved
-            grads = node.rule(inner, node.dtype, grad, *saved)
+            grads = node.rule(inner, node.dtype, grad, *saved)  # type: ignore[misc]  # not a leaf
             for parent, parent_grad in zip(node.parents, grads):
                 if parent is None or parent_grad is None:
                     continue

@@ -74,5 +74,5 @@ def along_axis(b: Any, x: Any, axis: int, matrix: Any) -> Any:
         return b.matmul(x, matrix)
     axes = list(range(last + 1))
     axes[axis], axes[last] = last, axis
-    axes = tuple(axes)
-    return b.permute(b.matmul(b.permute(x, axes), matrix), axes)
+    order = tuple(axes)
+    return b.permute(b.matmul(b.permute(x, order), matrix), order)

@@ -50,7 +50,7 @@ class AutodiffRecurrentOps(RecurrentOps):
         operands = (input_gates, hidden_gates, hidden, grad)
         if all(x.node is None for x in operands):
             results = self._inner.gru_cell_backward(*[x.inner for x in operands], dtype)
-            return tuple(P(x) for x in results)
+            return tuple(P(x) for x in results)  # type: ignore[return-value]  # three
         return RecurrentOps.gru_cell_backward(self, *operands, dtype)
 
 

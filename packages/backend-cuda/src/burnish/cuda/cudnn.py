@@ -207,6 +207,18 @@ class _Plan:
 
     __slots__ = ("kind", "x", "w", "y", "conv", "bias", "algo", "workspace", "scalars", "alpha",
                  "beta")
+    kind: str
+    # cuDNN's descriptors, algorithm and scaling factors: ctypes values.
+    x: Any
+    w: Any
+    y: Any
+    conv: Any
+    bias: Any
+    algo: Any
+    workspace: Any
+    scalars: Any
+    alpha: Any
+    beta: Any
 
 
 class Convolutions:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from burnish.plugins import BackendInfo, hookimpl
 
+if TYPE_CHECKING:
+    from burnish.cuda.backend import CudaBackend
 
-def _make():
+
+def _make() -> CudaBackend:
     from burnish.cuda.backend import CudaBackend
 
     return CudaBackend()

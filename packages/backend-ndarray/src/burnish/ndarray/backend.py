@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from burnish.backend import Backend
 from burnish.ndarray.activation_ops import NdArrayActivationOps
 from burnish.ndarray.base import NdArrayBase
@@ -12,6 +14,10 @@ from burnish.ndarray.layout_ops import NdArrayLayoutOps
 from burnish.ndarray.module_ops import NdArrayModuleOps
 from burnish.ndarray.numeric_ops import NdArrayNumericOps
 from burnish.ndarray.optim_ops import NdArrayOptimOps
+
+if TYPE_CHECKING:
+    from burnish.device import Device
+    from burnish.ndarray.capture import NdArrayCapturer
 
 
 class NdArrayBackend(
@@ -27,7 +33,7 @@ class NdArrayBackend(
     name = "ndarray"
     values_on_host = True
 
-    def capturer(self, device):
+    def capturer(self, device: Device) -> NdArrayCapturer:
         """Capture and replay of the protocol calls (``burnish.ndarray.capture``)."""
         found = self.__dict__.get("_capturer")
         if found is None:

@@ -18,7 +18,7 @@ class NdArrayBase(BackendBase):
     one device, ``cpu:0``, and the random generator that ``seed`` replaces."""
 
     def __init__(self) -> None:
-        self._device = Device(self, "cpu", 0)
+        self._device = Device(self, "cpu", 0)  # type: ignore[arg-type]  # a mixin of Backend
         self._rng = np.random.default_rng()
 
     # -- devices and dtypes -------------------------------------------------------------------

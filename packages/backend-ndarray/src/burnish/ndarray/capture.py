@@ -328,6 +328,7 @@ class NdArrayCapturer:
 
     def finish(self, outputs: Sequence[np.ndarray]) -> Recorder:
         recorder, self.recorder = self.recorder, None
+        assert recorder is not None  # begin() came first
         recorder.uninstall()
         return recorder
 
@@ -337,7 +338,7 @@ class NdArrayCapturer:
             self.recorder = None
 
     def guard(self, check: Any, arrays: Sequence[np.ndarray], key: Any) -> None:
-        self.recorder.guard(check, arrays, key)
+        self.recorder.guard(check, arrays, key)  # type: ignore[union-attr]  # while recording
 
     def compare(self, a: Recorder, b: Recorder) -> str | None:
         return b.problem() or same_work(a, b)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from burnish.plugins import BackendInfo, hookimpl
 
+if TYPE_CHECKING:
+    from burnish.ndarray.backend import NdArrayBackend
 
-def _make():
+
+def _make() -> NdArrayBackend:
     from burnish.ndarray.backend import NdArrayBackend
 
     return NdArrayBackend()

@@ -56,7 +56,7 @@ class PoolOps:
             view = tap(padded, _offset(k, dilation), stride, out_size)
             # np.maximum keeps NaN, so a NaN anywhere in a window wins, as in PyTorch.
             best = view.copy() if best is None else np.maximum(best, view, out=best)
-        return best.astype(x.dtype, copy=False)
+        return best.astype(x.dtype, copy=False)  # type: ignore[union-attr]  # >= 1 tap
 
     @quiet
     def max_pool_with_indices(self, x: np.ndarray, kernel: Dims, stride: Dims, padding: Dims,

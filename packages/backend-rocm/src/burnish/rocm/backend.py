@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from burnish.device import Device
 from burnish.dtype import ALL_DTYPES, DType, float64
 from burnish.errors import UnsupportedError
 from burnish.jit.backend.backend import JitBackend
 from burnish.rocm.runtime import OpenCLRuntime, opencl_devices
+
+if TYPE_CHECKING:
+    from burnish.jit.runtime import Runtime
 
 
 class RocmBackend(JitBackend):
@@ -22,7 +26,7 @@ class RocmBackend(JitBackend):
 
     name = "rocm"
 
-    def _discover(self):
+    def _discover(self) -> list[tuple[Device, Runtime]]:
         wanted = os.environ.get("BURNISH_ROCM_PLATFORM", "").lower()
         found = [(p, d) for p, d in opencl_devices() if wanted in p.name.lower()]
         if not found:
@@ -34,12 +38,13 @@ class RocmBackend(JitBackend):
         return [(Device(self, "rocm", i, native=d), OpenCLRuntime(p, d))
                 for i, (p, d) in enumerate(found)]
 
-    def _device_dtypes(self, runtime: OpenCLRuntime) -> tuple[DType, ...]:
+    # JitBase passes each backend its own runtime: the narrower type is safe.
+    def _device_dtypes(self, runtime: OpenCLRuntime) -> tuple[DType, ...]:  # type: ignore[override]
         if runtime.has_fp64:
             return ALL_DTYPES
         return tuple(d for d in ALL_DTYPES if d is not float64)
 
-    def _unsupported_reason(self, dtype: DType, runtime: OpenCLRuntime) -> str:
+    def _unsupported_reason(self, dtype: DType, runtime: OpenCLRuntime) -> str:  # type: ignore[override]
         if dtype is float64:
             return "the device lacks cl_khr_fp64"
         return "not supported"

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from burnish.plugins import BackendInfo, hookimpl
 
+if TYPE_CHECKING:
+    from burnish.rocm.backend import RocmBackend
 
-def _make():
+
+def _make() -> RocmBackend:
     from burnish.rocm.backend import RocmBackend
 
     return RocmBackend()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from burnish.device import Device
 from burnish.dtype import (
     DType,
@@ -19,6 +21,9 @@ from burnish.errors import UnsupportedError
 from burnish.jit.backend.backend import JitBackend
 from burnish.wgpu.runtime import WgpuRuntime, adapters
 
+if TYPE_CHECKING:
+    from burnish.jit.runtime import Runtime
+
 
 class WgpuBackend(JitBackend):
     """Devices are the WebGPU adapters (discrete GPUs first, then integrated, virtual, CPU).
@@ -31,7 +36,7 @@ class WgpuBackend(JitBackend):
 
     name = "wgpu"
 
-    def _discover(self):
+    def _discover(self) -> list[tuple[Device, Runtime]]:
         found = adapters()
         if not found:
             raise UnsupportedError(
@@ -39,7 +44,8 @@ class WgpuBackend(JitBackend):
                 "on Linux without a GPU, Mesa's lavapipe: apt install mesa-vulkan-drivers)")
         return [(Device(self, "wgpu", i, native=a), WgpuRuntime(a)) for i, a in enumerate(found)]
 
-    def _device_dtypes(self, runtime: WgpuRuntime) -> tuple[DType, ...]:
+    # JitBase passes each backend its own runtime: the narrower type is safe.
+    def _device_dtypes(self, runtime: WgpuRuntime) -> tuple[DType, ...]:  # type: ignore[override]
         dtypes = [float32, bfloat16, int32, int16, int8, uint8, bool_]
         if "shader-f16" in runtime.features:
             dtypes.insert(1, float16)
@@ -47,7 +53,7 @@ class WgpuBackend(JitBackend):
             dtypes.insert(-5, int64)
         return tuple(dtypes)
 
-    def _unsupported_reason(self, dtype: DType, runtime: WgpuRuntime) -> str:
+    def _unsupported_reason(self, dtype: DType, runtime: WgpuRuntime) -> str:  # type: ignore[override]
         if dtype.name == "float64":
             return "WGSL's math built-ins take 16- and 32-bit floats only"
         feature = {"float16": "shader-f16", "int64": "shader-int64"}.get(dtype.name)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from burnish.plugins import BackendInfo, hookimpl
 
+if TYPE_CHECKING:
+    from burnish.wgpu.backend import WgpuBackend
 
-def _make():
+
+def _make() -> WgpuBackend:
     from burnish.wgpu.backend import WgpuBackend
 
     return WgpuBackend()

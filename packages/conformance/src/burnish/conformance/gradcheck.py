@@ -166,7 +166,7 @@ def _host_grad(tensor: Tensor, grads: object, index: int) -> np.ndarray:
     grad = tensor.grad(grads)
     if grad is None:
         return np.zeros(tuple(tensor.shape))
-    inner = tensor.backend.inner_backend
+    inner = tensor.backend.inner_backend  # type: ignore[attr-defined]  # an Autodiff
     if grad.backend is not inner:
         raise AssertionError(f"the gradient of input {index} is a tensor of "
                              f"{grad.backend.name!r}, not of the inner backend {inner.name!r}")

@@ -31,7 +31,7 @@ def _source(src, dst) -> np.ndarray:
     are signed."""
     if src is bool_:
         return np.array([True, False, True, True, False])
-    values = [0, 1, 2, 3, 100]
+    values: list[float] = [0, 1, 2, 3, 100]
     if src.signed and dst.signed or dst is bool_:
         values += [-1, -3, -100]
     if src.is_float:

@@ -146,8 +146,9 @@ def test_repeat_dim(device, dtype, times):
     assert_equal(x.repeat_dim(0, times), np.concatenate([a] * times or [a[:0]], axis=0), dtype)
 
 
-CATS = [([(2, 3), (4, 3)], 0), ([(2, 3), (2, 1), (2, 5)], 1), ([(2, 3), (2, 3)], -1),
-        ([(0, 3), (2, 3)], 0), ([(2, 2, 2)] * 5, 1), ([(4,)], 0)]
+CATS: list[tuple[list[tuple[int, ...]], int]] = [
+    ([(2, 3), (4, 3)], 0), ([(2, 3), (2, 1), (2, 5)], 1), ([(2, 3), (2, 3)], -1),
+    ([(0, 3), (2, 3)], 0), ([(2, 2, 2)] * 5, 1), ([(4,)], 0)]
 
 
 @pytest.mark.parametrize(("shapes", "dim"), CATS, ids=[f"{len(s)}x-dim{d}" for s, d in CATS])

@@ -25,7 +25,8 @@ class WrapsDevices:
         found = self._wrapped.get(device)
         if found is None:
             found = self._wrapped.setdefault(
-                device, Device(self, device.type, device.index, native=device))
+                # A mixin of a decorator, which is a Backend.
+                device, Device(self, device.type, device.index, native=device))  # type: ignore[arg-type]
         return found
 
     def devices(self) -> list[Device]:

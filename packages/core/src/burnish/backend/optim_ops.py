@@ -25,8 +25,10 @@ class OptimOps(ABC):  # noqa: B024 (only defaults, by design)
         corrections are the caller's, folded into ``step_size`` and ``epsilon``; ``moment_1``
         and ``moment_2`` are donated (may be reused for ``m`` and ``v``)."""
         if dtype in (float16, bfloat16):  # in float32, each result rounded once
-            wide = [self.cast(x, dtype, float32) for x in (value, grad, moment_1, moment_2)]
-            results = self.adam_step(*wide, beta_1, beta_2, epsilon, step_size, float32)
+            value, grad, moment_1, moment_2 = (
+                self.cast(x, dtype, float32) for x in (value, grad, moment_1, moment_2))
+            results = self.adam_step(value, grad, moment_1, moment_2, beta_1, beta_2, epsilon,
+                                     step_size, float32)
             return tuple(self.cast(x, float32, dtype) for x in results)
         m = self.add(self.mul_scalar(moment_1, beta_1, dtype),
                      self.mul_scalar(grad, 1.0 - beta_1, dtype))
@@ -44,8 +46,10 @@ class OptimOps(ABC):  # noqa: B024 (only defaults, by design)
         bias corrections live on the device (``Adam(capturable=True)``) calls this, so that a
         captured step (``burnish.capture``) replays the right values on every step."""
         if dtype in (float16, bfloat16):
-            wide = [self.cast(x, dtype, float32) for x in (value, grad, moment_1, moment_2)]
-            results = self.adam_step_device(*wide, beta_1, beta_2, factors, float32)
+            value, grad, moment_1, moment_2 = (
+                self.cast(x, dtype, float32) for x in (value, grad, moment_1, moment_2))
+            results = self.adam_step_device(value, grad, moment_1, moment_2, beta_1, beta_2,
+                                            factors, float32)
             return tuple(self.cast(x, float32, dtype) for x in results)
         if dtype is not float32:
             factors = self.cast(factors, float32, dtype)

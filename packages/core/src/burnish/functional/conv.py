@@ -11,6 +11,7 @@ from burnish.shape import show
 from burnish.tensor import core as _core
 
 if TYPE_CHECKING:
+    from burnish.dtype import DType
     from burnish.tensor import Tensor
 
 
@@ -44,10 +45,9 @@ def _check_weight(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, o
                 raise_dtype(op, x, other)
 
 
-def _autocast(x: Tensor, weight: Tensor,
-              bias: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
-    """The input, weight and bias in this thread's autocast dtype."""
-    low = _amp.state.dtype
+def _autocast(x: Tensor, weight: Tensor, bias: Tensor | None,
+              low: DType) -> tuple[Tensor, Tensor, Tensor | None]:
+    """The input, weight and bias in this thread's autocast dtype, ``low``."""
     return (_amp.low(x, low), _amp.low(weight, low),
             None if bias is None else _amp.low(bias, low))
 
@@ -66,7 +66,7 @@ def conv(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTup
     op = f"conv{spatial}d"
     float_input(x, spatial, op)
     if _amp.entered and _amp.state.dtype is not None:
-        x, weight, bias = _autocast(x, weight, bias)
+        x, weight, bias = _autocast(x, weight, bias, _amp.state.dtype)
     _check_weight(x, weight, bias, groups, op, transposed=False)
     stride = per_dim(stride, spatial, "stride", 1)
     padding = per_dim(padding, spatial, "padding", 0)
@@ -114,7 +114,7 @@ def conv_transpose(x: Tensor, weight: Tensor, bias: Tensor | None = None,
     op = f"conv_transpose{spatial}d"
     float_input(x, spatial, op)
     if _amp.entered and _amp.state.dtype is not None:
-        x, weight, bias = _autocast(x, weight, bias)
+        x, weight, bias = _autocast(x, weight, bias, _amp.state.dtype)
     _check_weight(x, weight, bias, groups, op, transposed=True)
     stride = per_dim(stride, spatial, "stride", 1)
     padding = per_dim(padding, spatial, "padding", 0)

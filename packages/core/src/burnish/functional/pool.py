@@ -16,21 +16,21 @@ if TYPE_CHECKING:
 
 def _window_args(x: Tensor, spatial: int, op: str, kernel_size: IntOrTuple,
                  stride: IntOrTuple | None, padding: IntOrTuple, dilation: IntOrTuple,
-                 ceil_mode: bool):
+                 ceil_mode: bool) -> tuple[tuple[int, ...], ...]:
     float_input(x, spatial, op)
     kernel = per_dim(kernel_size, spatial, "kernel_size", 1)
-    stride = kernel if stride is None else per_dim(stride, spatial, "stride", 1)
-    padding = per_dim(padding, spatial, "padding", 0)
-    dilation = per_dim(dilation, spatial, "dilation", 1)
+    strides = kernel if stride is None else per_dim(stride, spatial, "stride", 1)
+    paddings = per_dim(padding, spatial, "padding", 0)
+    dilations = per_dim(dilation, spatial, "dilation", 1)
     for d in range(spatial):
-        if padding[d] * 2 > kernel[d]:
-            raise ShapeError(f"{op}: padding {padding[d]} must be at most half the kernel size "
+        if paddings[d] * 2 > kernel[d]:
+            raise ShapeError(f"{op}: padding {paddings[d]} must be at most half the kernel size "
                              f"{kernel[d]}")
-        if window_output(x.shape[2 + d], kernel[d], stride[d], padding[d], dilation[d],
+        if window_output(x.shape[2 + d], kernel[d], strides[d], paddings[d], dilations[d],
                          ceil_mode) < 1:
             raise ShapeError(f"{op}: kernel {list(kernel)} is larger than the padded input "
                              f"{show(x.shape[2:])}")
-    return kernel, stride, padding, dilation
+    return kernel, strides, paddings, dilations
 
 
 def avg_pool(x: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
@@ -38,9 +38,9 @@ def avg_pool(x: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = Non
              ceil_mode: bool = False) -> Tensor:
     """Mean over windows (stride defaults to the kernel size), N = ``x.ndim - 2``."""
     spatial = x.ndim - 2
-    kernel, stride, padding, _ = _window_args(x, spatial, f"avg_pool{spatial}d", kernel_size,
-                                              stride, padding, 1, ceil_mode)
-    prim = x.backend.avg_pool(x._prim, kernel, stride, padding, count_include_pad, ceil_mode)
+    kernels, strides, paddings, _ = _window_args(x, spatial, f"avg_pool{spatial}d",
+                                                   kernel_size, stride, padding, 1, ceil_mode)
+    prim = x.backend.avg_pool(x._prim, kernels, strides, paddings, count_include_pad, ceil_mode)
     return _core.make(prim, x.device, x.dtype)
 
 
@@ -66,11 +66,11 @@ def max_pool_with_indices(x: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple
     """Max over windows and the int64 index of each max, flattened over the input's spatial
     dims (PyTorch's ``return_indices=True``)."""
     spatial = x.ndim - 2
-    kernel, stride, padding, dilation = _window_args(x, spatial, f"max_pool{spatial}d",
-                                                     kernel_size, stride, padding, dilation,
-                                                     ceil_mode)
-    values, indices = x.backend.max_pool_with_indices(x._prim, kernel, stride, padding, dilation,
-                                                      ceil_mode)
+    kernels, strides, paddings, dilations = _window_args(x, spatial, f"max_pool{spatial}d",
+                                                         kernel_size, stride, padding, dilation,
+                                                         ceil_mode)
+    values, indices = x.backend.max_pool_with_indices(x._prim, kernels, strides, paddings,
+                                                      dilations, ceil_mode)
     return _core.make(values, x.device, x.dtype), _core.make(indices, x.device, int64)
 
 
@@ -79,10 +79,10 @@ def max_pool(x: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = Non
              ) -> Tensor:
     """Max over windows (padding counts as -inf), N = ``x.ndim - 2``."""
     spatial = x.ndim - 2
-    kernel, stride, padding, dilation = _window_args(x, spatial, f"max_pool{spatial}d",
-                                                     kernel_size, stride, padding, dilation,
-                                                     ceil_mode)
-    prim = x.backend.max_pool(x._prim, kernel, stride, padding, dilation, ceil_mode)
+    kernels, strides, paddings, dilations = _window_args(x, spatial, f"max_pool{spatial}d",
+                                                         kernel_size, stride, padding, dilation,
+                                                         ceil_mode)
+    prim = x.backend.max_pool(x._prim, kernels, strides, paddings, dilations, ceil_mode)
     return _core.make(prim, x.device, x.dtype)
 
 

@@ -29,6 +29,7 @@ def interpolate(x: Tensor, size: int | Sequence[int] | None = None,
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: give exactly one of size and scale_factor")
     if size is None:
+        assert scale_factor is not None  # exactly one of them, checked above
         factors = (scale_factor,) * 2 if isinstance(scale_factor, int | float) else \
             tuple(scale_factor)
         if len(factors) != 2 or any(f <= 0 for f in factors):

@@ -38,6 +38,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from burnish import amp as _amp
@@ -101,7 +102,7 @@ def guard(check: Callable[..., None], *tensors: Tensor, key: Any = ()) -> None:
 def caller_line() -> str:
     """``file:line`` of the innermost frame outside burnish's packages: the user's line that
     made the work being recorded (for the messages of backends' capturers)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(_internal()):
         frame = frame.f_back
     if frame is None:
@@ -178,7 +179,9 @@ class Captured:
     def _signature(self, tensors: list[Tensor], structure: Any) -> tuple[Any, list, tuple]:
         """The capturer that records (``None``: the backend has none), the tensors'
         device-level values, and the key a record is kept under."""
-        leaves, specs, seen = [], [], {}
+        leaves: list[Any] = []
+        specs: list[tuple] = []
+        seen: dict[int, int] = {}
         base = None
         for tensor in tensors:
             device = tensor._device

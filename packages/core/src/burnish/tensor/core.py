@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from burnish.tensor.tensor import Tensor
 
 #: The Tensor class, bound by burnish.tensor.tensor once it is defined.
-Tensor: type = None  # type: ignore[assignment]
+Tensor: type = None  # type: ignore[no-redef]
 
 _new = object.__new__
 

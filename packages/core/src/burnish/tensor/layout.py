@@ -112,16 +112,16 @@ class LayoutMixin:
         """Broadcast to ``shape``: size-1 dims repeat, new dims are added in front, ``-1`` keeps
         (one sequence or several ints)."""
         old = self._prim.shape
-        shape = list(_sizes(shape, "expand"))
-        if len(shape) < len(old):
-            raise ShapeError(f"expand: cannot expand {show(old)} to fewer dims {show(shape)}")
-        offset = len(shape) - len(old)
+        sizes = list(_sizes(shape, "expand"))
+        if len(sizes) < len(old):
+            raise ShapeError(f"expand: cannot expand {show(old)} to fewer dims {show(sizes)}")
+        offset = len(sizes) - len(old)
         for i, n in enumerate(old):
-            if shape[offset + i] == -1:
-                shape[offset + i] = n
-        target = tuple(shape)
+            if sizes[offset + i] == -1:
+                sizes[offset + i] = n
+        target = tuple(sizes)
         if any(n < 0 for n in target):
-            raise ShapeError(f"expand: -1 is only allowed for existing dims, got {show(shape)}")
+            raise ShapeError(f"expand: -1 is only allowed for existing dims, got {show(sizes)}")
         if broadcast_shapes(old, target) != target:
             raise ShapeError(f"expand: cannot expand {show(old)} to {show(target)}")
         if target == old:
@@ -147,11 +147,11 @@ class LayoutMixin:
     def repeat(self, *sizes: int | Sequence[int]) -> Tensor:
         """Tiled: dim ``i`` repeated ``sizes[i]`` times (PyTorch's ``repeat``); extra leading
         sizes add dims (one sequence or several ints)."""
-        sizes = list(_sizes(sizes, "repeat"))
-        if len(sizes) < self.ndim:
-            raise ShapeError(f"repeat: {len(sizes)} sizes for a tensor of {self.ndim} dims")
-        x = self.reshape([1] * (len(sizes) - self.ndim) + list(self._prim.shape))
-        for d, times in enumerate(sizes):
+        counts = _sizes(sizes, "repeat")
+        if len(counts) < self.ndim:
+            raise ShapeError(f"repeat: {len(counts)} sizes for a tensor of {self.ndim} dims")
+        x = self.reshape([1] * (len(counts) - self.ndim) + list(self._prim.shape))
+        for d, times in enumerate(counts):
             x = x.repeat_dim(d, times)
         return x
 

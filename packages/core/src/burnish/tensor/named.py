@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -362,7 +363,8 @@ class NamedTensor:
                              f"{got}; map keeps the shape (use unname() and named() otherwise)")
         return _named(out, self._names)
 
-    def mask_fill(self, mask: NamedTensor, value: bool | int | float) -> NamedTensor:
+    def mask_fill(self, mask: NamedTensor,
+                  value: builtins.bool | builtins.int | builtins.float) -> NamedTensor:
         """``value`` where the bool ``mask`` is true, else ``self``; the mask's dims are matched
         by name and must be among this tensor's."""
         if type(mask) is not NamedTensor:
@@ -433,7 +435,8 @@ class NamedTensor:
 
     # -- reductions -----------------------------------------------------------------------------
 
-    def _reduce(self, method: str, dim: NameArg, keepdim: bool, **extra: Any) -> NamedTensor:
+    def _reduce(self, method: str, dim: NameArg, keepdim: builtins.bool, **extra: Any
+                ) -> NamedTensor:
         if dim is None:
             out = getattr(self._tensor, method)(None, keepdim=keepdim, **extra)
             return _named(out, self._names if keepdim else ())
@@ -444,50 +447,50 @@ class NamedTensor:
             return _named(out, self._names)
         return _named(out, tuple(n for i, n in enumerate(self._names) if i not in dims))
 
-    def sum(self, dim: NameArg = None, keepdim: bool = False) -> NamedTensor:
+    def sum(self, dim: NameArg = None, keepdim: builtins.bool = False) -> NamedTensor:
         """Sum over the dims named (one name or several; all when None), which go away unless
         ``keepdim`` keeps them with size 1."""
         return self._reduce("sum", dim, keepdim)
 
-    def prod(self, dim: NameArg = None, keepdim: bool = False) -> NamedTensor:
+    def prod(self, dim: NameArg = None, keepdim: builtins.bool = False) -> NamedTensor:
         """Product over the dims named (all when None)."""
         return self._reduce("prod", dim, keepdim)
 
-    def mean(self, dim: NameArg = None, keepdim: bool = False) -> NamedTensor:
+    def mean(self, dim: NameArg = None, keepdim: builtins.bool = False) -> NamedTensor:
         """Mean over the dims named (all when None)."""
         return self._reduce("mean", dim, keepdim)
 
-    def var(self, dim: NameArg = None, correction: int = 1, keepdim: bool = False
+    def var(self, dim: NameArg = None, correction: builtins.int = 1, keepdim: builtins.bool = False
             ) -> NamedTensor:
         """Variance over the dims named (``correction=1``: unbiased)."""
         return self._reduce("var", dim, keepdim, correction=correction)
 
-    def std(self, dim: NameArg = None, correction: int = 1, keepdim: bool = False
+    def std(self, dim: NameArg = None, correction: builtins.int = 1, keepdim: builtins.bool = False
             ) -> NamedTensor:
         """Standard deviation over the dims named."""
         return self._reduce("std", dim, keepdim, correction=correction)
 
-    def max(self, dim: NameArg = None, keepdim: bool = False) -> NamedTensor:
+    def max(self, dim: NameArg = None, keepdim: builtins.bool = False) -> NamedTensor:
         """Largest element over the dims named."""
         return self._reduce("max", dim, keepdim)
 
-    def min(self, dim: NameArg = None, keepdim: bool = False) -> NamedTensor:
+    def min(self, dim: NameArg = None, keepdim: builtins.bool = False) -> NamedTensor:
         """Smallest element over the dims named."""
         return self._reduce("min", dim, keepdim)
 
-    def any(self, dim: NameArg = None, keepdim: bool = False) -> NamedTensor:
+    def any(self, dim: NameArg = None, keepdim: builtins.bool = False) -> NamedTensor:
         """Bool: some element is true over the dims named."""
         return self._reduce("any", dim, keepdim)
 
-    def all(self, dim: NameArg = None, keepdim: bool = False) -> NamedTensor:
+    def all(self, dim: NameArg = None, keepdim: builtins.bool = False) -> NamedTensor:
         """Bool: every element is true over the dims named."""
         return self._reduce("all", dim, keepdim)
 
-    def argmax(self, dim: str, keepdim: bool = False) -> NamedTensor:
+    def argmax(self, dim: str, keepdim: builtins.bool = False) -> NamedTensor:
         """int64 index of the first largest element along the dim ``dim``."""
         return self._reduce("argmax", dim, keepdim)
 
-    def argmin(self, dim: str, keepdim: bool = False) -> NamedTensor:
+    def argmin(self, dim: str, keepdim: builtins.bool = False) -> NamedTensor:
         """int64 index of the first smallest element along the dim ``dim``."""
         return self._reduce("argmin", dim, keepdim)
 
@@ -509,7 +512,7 @@ class NamedTensor:
                           "computes (see ``Tensor.require_grad``).")
     detach = _unary("detach", "The same values cut from the graph.")
 
-    def is_require_grad(self) -> bool:
+    def is_require_grad(self) -> builtins.bool:
         """Whether gradients flow to or through this tensor."""
         return self._tensor.is_require_grad()
 
@@ -534,19 +537,19 @@ class NamedTensor:
         """The values as nested lists (a Python scalar for a 0-d tensor)."""
         return self._tensor.tolist()
 
-    def item(self) -> bool | int | float:
+    def item(self) -> builtins.bool | builtins.int | builtins.float:
         """The only value of a one-element tensor."""
         return self._tensor.item()
 
-    def __bool__(self) -> bool:
+    def __bool__(self) -> builtins.bool:
         return bool(self._tensor)
 
-    def __float__(self) -> float:
+    def __float__(self) -> builtins.float:
         return float(self._tensor)
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _dim(self, name: str, op: str) -> int:
+    def _dim(self, name: str, op: str) -> builtins.int:
         """The position of the dim ``name``, or ShapeError naming this tensor's dims."""
         if not isinstance(name, str):
             raise ArgumentTypeError(f"{op}: a NamedTensor takes dims by name, got {name!r}; its "
@@ -557,7 +560,7 @@ class NamedTensor:
             raise ShapeError(f"{op}: no dimension named {name!r} in {self._describe()}"
                              ) from None
 
-    def _dims(self, names: str | Sequence[str], op: str) -> tuple[int, ...]:
+    def _dims(self, names: str | Sequence[str], op: str) -> tuple[builtins.int, ...]:
         names = (names,) if isinstance(names, str) or not isinstance(names, Iterable) \
             else tuple(names)
         _unique(names, op)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import builtins
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -39,6 +40,11 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
     """
 
     __slots__ = ("_prim", "_device", "_dtype", "__weakref__")
+    # What every mixin reads: the backend's primitive (None only while an in-place op runs), the
+    # device and the dtype. Annotations only: the slots hold the values.
+    _prim: Any
+    _device: Device
+    _dtype: DType
 
     # Comparison operators return tensors, so identity hashing keeps tensors usable as dict keys.
     __hash__ = object.__hash__
@@ -85,6 +91,7 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
 
     @property
     def dtype(self) -> DType:
+        """The element type, e.g. ``burnish.float32``."""
         return self._dtype
 
     @property
@@ -94,10 +101,12 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
 
     @property
     def device(self) -> Device:
+        """Where the tensor lives; it belongs to one backend."""
         return self._device
 
     @property
     def backend(self) -> Backend:
+        """The backend that owns the tensor's device."""
         return self._device.backend
 
     @property
@@ -110,7 +119,7 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
         names): a ``NamedTensor``, whose operations match dims by name. Raises ShapeError when
         the number of names is not ``ndim`` or a name repeats."""
         return NamedTensor(self, names[0] if len(names) == 1 and not isinstance(names[0], str)
-                           else names)
+                           else names)  # type: ignore[arg-type]  # several names: all str
 
     @classmethod
     def from_primitive(cls, primitive: Any, device: Device, dtype: DType | str) -> Tensor:
@@ -191,7 +200,7 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
         """The values as nested Python lists (a Python scalar for a 0-d tensor)."""
         return self.into_data().tolist()
 
-    def item(self) -> bool | int | float:
+    def item(self) -> builtins.bool | builtins.int | builtins.float:
         """The only value of a one-element tensor, as a Python scalar."""
         if self.numel() != 1:
             raise BurnishError(
@@ -207,7 +216,7 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
         array = self.to_numpy()
         return array if dtype is None else array.astype(dtype)
 
-    def __bool__(self) -> bool:
+    def __bool__(self) -> builtins.bool:
         if self.numel() != 1:
             raise BurnishError(
                 f"the truth value of a tensor of shape {show(self._prim.shape)} is ambiguous; "
@@ -215,23 +224,23 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
             )
         return bool(self.item())
 
-    def __float__(self) -> float:
+    def __float__(self) -> builtins.float:
         return float(self.item())
 
-    def __int__(self) -> int:
+    def __int__(self) -> builtins.int:
         return int(self.item())
 
-    def __index__(self) -> int:
+    def __index__(self) -> builtins.int:
         if not self._dtype.is_int:
             raise DTypeError(f"only int tensors can be used as an index, got {self._dtype}")
         return int(self.item())
 
-    def __len__(self) -> int:
+    def __len__(self) -> builtins.int:
         if not self._prim.shape:
             raise BurnishError("len() of a 0-d tensor")
         return self._prim.shape[0]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tensor]:
         for i in range(len(self)):
             yield self[i]
 
@@ -244,11 +253,11 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
         # Only reached when normal lookup fails: say what to write for a PyTorch habit.
         raise missing_attribute(self, name, TENSOR_HABITS)
 
-    def __reduce__(self):
+    def __reduce__(self) -> NoReturn:
         raise BurnishError(
             "tensors are not pickled; save them with burnish.record (safetensors and other "
             "formats) or send tensor.into_data()"
         )
 
 
-_core.Tensor = Tensor
+_core.Tensor = Tensor  # type: ignore[misc]  # mypy takes _core.Tensor for this class

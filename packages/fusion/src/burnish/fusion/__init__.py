@@ -33,17 +33,17 @@ def programs(device: Device) -> list[Any]:
     """The fused kernels made on ``device`` so far: each has ``ops`` (the ops it evaluates, in
     order), ``outputs`` (their dtypes), ``launches`` and ``source`` (the generated code)."""
     at = _fusion_device(device)
-    return at.backend.programs(at)
+    return at.backend.programs(at)  # type: ignore[attr-defined]  # a Fusion
 
 
 def launches(device: Device) -> int | None:
     """How many kernels were launched on ``device`` so far (``None``: the inner backend has no
     fuser and launches nothing burnish can count)."""
     at = _fusion_device(device)
-    return at.backend.launches(at)
+    return at.backend.launches(at)  # type: ignore[attr-defined]  # a Fusion
 
 
 def flush(device: Device) -> None:
     """Compute every pending tensor on ``device`` that is still referenced."""
     at = _fusion_device(device)
-    at.backend.flush(at)
+    at.backend.flush(at)  # type: ignore[attr-defined]  # a Fusion

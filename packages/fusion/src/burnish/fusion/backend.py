@@ -31,6 +31,9 @@ class Fusion(WrapsDevices, Backend):
     with autodiff: ``"autodiff+fusion+wgpu"``.
     """
 
+    #: The inner backend's fuser (``inner.fuser()``), None where it has none.
+    _fuser: Any
+
     def __new__(cls, inner: Backend) -> Fusion:
         if not isinstance(inner, Backend):
             raise TypeError(f"Fusion wraps a backend, got {type(inner).__name__}")
@@ -41,7 +44,7 @@ class Fusion(WrapsDevices, Backend):
                 found._inner = inner
                 found.name = f"fusion+{inner.name}"
                 found._fuser = inner.fuser()
-                found._wrapped: dict[Device, Device] = {}
+                found._wrapped = {}
                 found._bind_ops()
                 _instances[id(inner)] = found
         return found
@@ -57,7 +60,8 @@ class Fusion(WrapsDevices, Backend):
         backend's devices.
         Every op of a model passes through here, so the call costs no more than it must."""
         fuser = self._fuser
-        eager = frozenset() if fuser is None else getattr(fuser, "eager", frozenset())
+        eager: frozenset[str] = frozenset() if fuser is None else getattr(fuser, "eager",
+                                                                            frozenset())
         for name, device_at in _FORWARDED.items():
             # Without a fuser, looked up on each call: what the inner backend's instance holds
             # then (a capture's recorder wraps its methods while it records).

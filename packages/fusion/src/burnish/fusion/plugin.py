@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from burnish.plugins import DecoratorInfo, hookimpl
 
-
-def _fusion(inner):
+if TYPE_CHECKING:
+    from burnish.backend import Backend
     from burnish.fusion.backend import Fusion
 
-    return Fusion(inner)
+
+def _fusion(inner: Backend) -> Fusion:
+    from burnish.fusion.backend import Fusion
+
+    return Fusion(inner)  # type: ignore[abstract]  # the ops are bound per instance
 
 
 @hookimpl

@@ -33,6 +33,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Sequence
+from typing import Any
 
 from burnish.device import Device
 from burnish.dtype import DType
@@ -120,6 +121,12 @@ class Node:
     setting the six fields without an ``__init__`` call."""
 
     __slots__ = ("op", "fn", "inputs", "dtype", "scalars", "shape")
+    op: Any
+    fn: Any
+    inputs: tuple
+    dtype: DType
+    scalars: tuple
+    shape: tuple[int, ...]
 
 
 class Stream:
@@ -149,6 +156,9 @@ class LazyTensor(JitTensor):
     plain slot read once computed) reaches ``__getattr__``."""
 
     __slots__ = ("node", "stream", "pos", "__weakref__")
+    node: Any  # a Node or an Update while pending, then None
+    stream: Any
+    pos: int
 
     def __getattr__(self, name: str):
         if name != "buffer":
@@ -368,6 +378,12 @@ class Update:
     computed by the next flush of the device (any read of one of them flushes)."""
 
     __slots__ = ("op", "inputs", "scalars", "shape", "dtype", "outs")
+    op: str
+    inputs: list
+    scalars: tuple
+    shape: tuple[int, ...]
+    dtype: DType
+    outs: tuple
 
 
 def defer_update(inputs: list[JitTensor], scalars: tuple, shape: tuple[int, ...], dtype: DType,

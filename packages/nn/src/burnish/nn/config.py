@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Self
 
 
+# dataclass_transform: type checkers see each subclass as the dataclass it becomes.
+@typing.dataclass_transform()
 class Config:
     """Hyperparameters: Burn's ``#[derive(Config)]``.
 
@@ -26,14 +28,15 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as JSON-compatible values (nested configs and initializers as dicts)."""
-        return {f.name: _encode(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        fields = dataclasses.fields(self)  # type: ignore[arg-type]  # subclasses are dataclasses
+        return {f.name: _encode(getattr(self, f.name)) for f in fields}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Self:
         """The config ``to_dict`` gave; missing fields take their defaults, unknown ones raise
         TypeError."""
         hints = typing.get_type_hints(cls)
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         unknown = sorted(set(values) - known)
         if unknown:
             raise TypeError(f"{cls.__name__} has no field {', '.join(unknown)}; it has "
@@ -42,7 +45,7 @@ class Config:
 
     def with_(self, **changes: Any) -> Self:
         """A copy with some fields changed (Burn's ``with_*`` builders)."""
-        return dataclasses.replace(self, **changes)
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)

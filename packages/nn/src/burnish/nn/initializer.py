@@ -65,7 +65,9 @@ class Constant(Initializer):
     kind: ClassVar[str] = "constant"
     value: float = 0.0
 
-    def tensor(self, shape, device=None, fan_in=None, fan_out=None, dtype=None):
+    def tensor(self, shape: Sequence[int], device: Device | str | None = None,
+               fan_in: int | None = None, fan_out: int | None = None,
+               dtype: DType | str | None = None) -> Tensor:
         return Tensor.full(shape, float(self.value), device, dtype)
 
 
@@ -73,7 +75,9 @@ class Constant(Initializer):
 class Zeros(Initializer):
     kind: ClassVar[str] = "zeros"
 
-    def tensor(self, shape, device=None, fan_in=None, fan_out=None, dtype=None):
+    def tensor(self, shape: Sequence[int], device: Device | str | None = None,
+               fan_in: int | None = None, fan_out: int | None = None,
+               dtype: DType | str | None = None) -> Tensor:
         return Tensor.zeros(shape, device, dtype)
 
 
@@ -81,7 +85,9 @@ class Zeros(Initializer):
 class Ones(Initializer):
     kind: ClassVar[str] = "ones"
 
-    def tensor(self, shape, device=None, fan_in=None, fan_out=None, dtype=None):
+    def tensor(self, shape: Sequence[int], device: Device | str | None = None,
+               fan_in: int | None = None, fan_out: int | None = None,
+               dtype: DType | str | None = None) -> Tensor:
         return Tensor.ones(shape, device, dtype)
 
 
@@ -91,7 +97,9 @@ class Uniform(Initializer):
     min: float = 0.0
     max: float = 1.0
 
-    def tensor(self, shape, device=None, fan_in=None, fan_out=None, dtype=None):
+    def tensor(self, shape: Sequence[int], device: Device | str | None = None,
+               fan_in: int | None = None, fan_out: int | None = None,
+               dtype: DType | str | None = None) -> Tensor:
         return Tensor.random(shape, Distribution.uniform(self.min, self.max), device, dtype)
 
 
@@ -101,7 +109,9 @@ class Normal(Initializer):
     mean: float = 0.0
     std: float = 1.0
 
-    def tensor(self, shape, device=None, fan_in=None, fan_out=None, dtype=None):
+    def tensor(self, shape: Sequence[int], device: Device | str | None = None,
+               fan_in: int | None = None, fan_out: int | None = None,
+               dtype: DType | str | None = None) -> Tensor:
         return Tensor.random(shape, Distribution.normal(self.mean, self.std), device, dtype)
 
 
@@ -114,7 +124,9 @@ class KaimingUniform(Initializer):
     gain: float = math.sqrt(2.0)
     fan_out_only: bool = False
 
-    def tensor(self, shape, device=None, fan_in=None, fan_out=None, dtype=None):
+    def tensor(self, shape: Sequence[int], device: Device | str | None = None,
+               fan_in: int | None = None, fan_out: int | None = None,
+               dtype: DType | str | None = None) -> Tensor:
         fan = _fan("kaiming", fan_out if self.fan_out_only else fan_in)
         bound = self.gain * math.sqrt(3.0 / fan)
         return Tensor.random(shape, Distribution.uniform(-bound, bound), device, dtype)
@@ -128,7 +140,9 @@ class KaimingNormal(Initializer):
     gain: float = math.sqrt(2.0)
     fan_out_only: bool = False
 
-    def tensor(self, shape, device=None, fan_in=None, fan_out=None, dtype=None):
+    def tensor(self, shape: Sequence[int], device: Device | str | None = None,
+               fan_in: int | None = None, fan_out: int | None = None,
+               dtype: DType | str | None = None) -> Tensor:
         fan = _fan("kaiming", fan_out if self.fan_out_only else fan_in)
         std = self.gain / math.sqrt(fan)
         return Tensor.random(shape, Distribution.normal(0.0, std), device, dtype)
@@ -141,7 +155,9 @@ class XavierUniform(Initializer):
     kind: ClassVar[str] = "xavier_uniform"
     gain: float = 1.0
 
-    def tensor(self, shape, device=None, fan_in=None, fan_out=None, dtype=None):
+    def tensor(self, shape: Sequence[int], device: Device | str | None = None,
+               fan_in: int | None = None, fan_out: int | None = None,
+               dtype: DType | str | None = None) -> Tensor:
         total = _fan("xavier", fan_in) + _fan("xavier", fan_out)
         bound = self.gain * math.sqrt(6.0 / total)
         return Tensor.random(shape, Distribution.uniform(-bound, bound), device, dtype)
@@ -154,7 +170,9 @@ class XavierNormal(Initializer):
     kind: ClassVar[str] = "xavier_normal"
     gain: float = 1.0
 
-    def tensor(self, shape, device=None, fan_in=None, fan_out=None, dtype=None):
+    def tensor(self, shape: Sequence[int], device: Device | str | None = None,
+               fan_in: int | None = None, fan_out: int | None = None,
+               dtype: DType | str | None = None) -> Tensor:
         total = _fan("xavier", fan_in) + _fan("xavier", fan_out)
         std = self.gain * math.sqrt(2.0 / total)
         return Tensor.random(shape, Distribution.normal(0.0, std), device, dtype)
@@ -168,7 +186,9 @@ class Orthogonal(Initializer):
     kind: ClassVar[str] = "orthogonal"
     gain: float = 1.0
 
-    def tensor(self, shape, device=None, fan_in=None, fan_out=None, dtype=None):
+    def tensor(self, shape: Sequence[int], device: Device | str | None = None,
+               fan_in: int | None = None, fan_out: int | None = None,
+               dtype: DType | str | None = None) -> Tensor:
         shape = list(shape)
         if len(shape) < 2:
             raise ValueError(f"orthogonal needs at least 2 dims, got shape {shape}")

@@ -48,6 +48,8 @@ MODULE_HABITS = {
 }
 
 
+# dataclass_transform: type checkers see each subclass's fields as its __init__'s arguments.
+@typing.dataclass_transform(eq_default=False)
 class Module:
     """A model or a layer: Burn's ``#[derive(Module)]`` in Python form.
 
@@ -73,7 +75,7 @@ class Module:
         own_init = "__init__" in cls.__dict__
         dataclasses.dataclass(eq=False, repr=False)(cls)
         if not own_init:
-            cls.__init__ = _checked_init(cls.__init__)
+            cls.__init__ = _checked_init(cls.__init__)  # type: ignore[method-assign]
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
@@ -292,9 +294,9 @@ def _checked_init(init: Callable[..., None]) -> Callable[..., None]:
 
 def _check_fields(module: Module, args: tuple, kwargs: dict) -> None:
     cls = type(module)
-    hints = _field_hints(cls)
+    hints = _field_hints(cls)  # type: ignore[arg-type]  # classes are hashable
     problems = []
-    for field in dataclasses.fields(cls):
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]  # subclasses are dataclasses
         hint = hints.get(field.name)
         value = getattr(module, field.name, None)
         if hint is not None and not _fits(value, hint):

@@ -118,6 +118,7 @@ def _group_norm(x: Tensor, num_groups: int, gamma: Param | None, beta: Param | N
     y = (centered * (var + epsilon).rsqrt()).reshape(shape)
     if gamma is None:
         return y
+    assert beta is not None  # given together with gamma
     affine_shape = [1, shape[1]] + [1] * (len(shape) - 2)
     return y * gamma.val().reshape(affine_shape) + beta.val().reshape(affine_shape)
 

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from burnish import Tensor
 from burnish.backend.autodiff_ops import AutodiffOps
 from burnish.errors import AutodiffError, DTypeError
+
+if TYPE_CHECKING:
+    from burnish.device import Device
+    from burnish.dtype import DType
+    from burnish.shape import Shape
 
 
 def new_param_id() -> str:
@@ -42,21 +49,21 @@ class Param:
         return self._tensor
 
     @property
-    def shape(self):
+    def shape(self) -> Shape:
         return self._tensor.shape
 
     @property
-    def dtype(self):
+    def dtype(self) -> DType:
         return self._tensor.dtype
 
     @property
-    def device(self):
+    def device(self) -> Device:
         return self._tensor.device
 
     def numel(self) -> int:
         return self._tensor.numel()
 
-    def map(self, fn) -> Param:
+    def map(self, fn: Callable[[Tensor], Tensor]) -> Param:
         """A param with the same id and flag holding ``fn(tensor)``."""
         return Param(fn(self._tensor), self.id, self.require_grad)
 

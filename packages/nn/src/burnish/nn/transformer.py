@@ -16,7 +16,7 @@ from burnish.nn.module import Module
 from burnish.nn.norm import LayerNorm, LayerNormConfig
 
 Activation = Literal["gelu", "relu"]
-ACTIVATIONS = {"gelu": Gelu, "relu": Relu}
+ACTIVATIONS: dict[str, type[Gelu] | type[Relu]] = {"gelu": Gelu, "relu": Relu}
 
 
 def _activation(name: str) -> Gelu | Relu:

@@ -41,7 +41,8 @@ class Adam(Optimizer):
 
     def step(self, lr: float | Tensor, module: Any, grads: Any) -> Any:
         self._factors = None
-        return super().step(lr, module, grads)
+        # Optimizer.step's lr is a float; Adam's may be a tensor (capturable steps).
+        return super().step(lr, module, grads)  # type: ignore[arg-type]
 
     def update(self, value: Tensor, grad: Tensor, state: State, lr: float | Tensor) -> Tensor:
         if self.weight_decay and not self.decoupled:

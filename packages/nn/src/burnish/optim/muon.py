@@ -75,7 +75,8 @@ class Muon(Optimizer):
         state["momentum"] = buffer
         direction = grad * (1.0 - self.momentum) + buffer * self.momentum if self.nesterov \
             else buffer
-        orthogonal = newton_schulz(direction, self.ns_steps, self.ns_coefficients, self.epsilon)
+        orthogonal = newton_schulz(direction, self.ns_steps, self.ns_coefficients,  # type: ignore[arg-type]
+                                   self.epsilon)
         d_input, d_output = value.shape
         if self.adjust_lr == "original":
             scale = math.sqrt(max(1.0, d_output / d_input))

@@ -9,6 +9,8 @@ batches are then the same from run to run, whatever the number of workers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
@@ -80,7 +82,7 @@ class RandomFlip:
 class Compose:
     """The transforms applied in turn, each with the same ``rng``."""
 
-    def __init__(self, *transforms):
+    def __init__(self, *transforms: Callable[..., np.ndarray]) -> None:
         self.transforms = transforms
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:

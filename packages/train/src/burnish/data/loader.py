@@ -210,7 +210,8 @@ class DataLoader:
         try:
             for payload in workers.run(self.seed, self.epoch, tasks, ahead):
                 if collating:
-                    batch = self.batcher.to_tensors(payload, self.device)
+                    # collating: the batcher has collate and to_tensors (checked above)
+                    batch = self.batcher.to_tensors(payload, self.device)  # type: ignore[attr-defined]
                 else:
                     batch = self.batcher.batch(payload, self.device)
                 self.position += 1

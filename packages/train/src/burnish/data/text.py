@@ -246,7 +246,7 @@ def extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, path: Path) ->
     """Copy ``member`` of ``tar`` to ``path``, which appears whole or not at all."""
     source = tar.extractfile(member)
     if source is None:
-        raise DataError(f"{member.name} in {tar.name} has no data")
+        raise DataError(f"{member.name} in {tar.name} has no data")  # type: ignore[str-bytes-safe]
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:
         with os.fdopen(handle, "wb") as file, source:

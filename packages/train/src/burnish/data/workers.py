@@ -157,7 +157,7 @@ class ProcessWorkers:
         self.generation = ctx.RawValue("q", 0)
         self.processes = []
         for worker_id in range(num_workers):
-            process = ctx.Process(
+            process = ctx.Process(  # type: ignore[attr-defined]  # typeshed's BaseContext
                 target=worker_loop,
                 args=(worker_id, num_workers, seed, payload, worker_init_fn, self.tasks,
                       self.results, self.generation, os.getpid()),
@@ -312,7 +312,7 @@ def worker_loop(
         if worker_init_fn is not None:
             worker_init_fn(worker_id)
     except BaseException as error:
-        failure = describe(error, f"{where}, while starting")
+        failure: tuple | None = describe(error, f"{where}, while starting")
         dataset = batcher = None
     else:
         failure = None

@@ -50,7 +50,7 @@ class Dashboard(Renderer):
         self.values: dict[str, dict[str, float]] = {"train": {}, "valid": {}}
         self.curves: dict[tuple[str, str], deque[float]] = {}
         self.selected = 0
-        self.state = ("train", 1, 0, None, math.inf)
+        self.state: tuple[str, int, int, int | None, float] = ("train", 1, 0, None, math.inf)
         self.started = time.monotonic()
         self.last = -math.inf
         self.live = Live(self._render(), console=self.console, transient=True,

@@ -23,7 +23,7 @@ class KeyReader:
         self.on_move = on_move
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._saved = None
+        self._saved: list | None = None
         self._fd = -1
 
     def start(self) -> None:

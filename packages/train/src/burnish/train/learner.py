@@ -286,7 +286,7 @@ class Learner:
             return None
         position = self.position
         suffix = "" if position.epoch_done else f"-iteration-{position.iteration}"
-        state = {}
+        state: dict[str, Any] = {}
         if self.early_stopping is not None:
             state["early_stopping"] = self.early_stopping.state()
         if not position.epoch_done:  # the epoch's averages go on from here when resumed

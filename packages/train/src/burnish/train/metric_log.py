@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TextIO
 
 from burnish.record.atomic import atomic_write
 
@@ -15,7 +16,7 @@ class MetricLog:
     def __init__(self, run_dir: str | Path):
         self.directory = Path(run_dir) / "logs"
         self.epochs: dict[str, dict[str, list[float]]] = {}
-        self._files: dict[tuple[str, str], object] = {}
+        self._files: dict[tuple[str, str], TextIO] = {}
 
     def log_step(self, split: str, metric: str, epoch: int, iteration: int, value: float) -> None:
         """Append one step's value."""
@@ -61,7 +62,7 @@ class MetricLog:
         for csv in self.directory.glob("*/*.csv"):
             lines = csv.read_text().splitlines()
             if csv.parent.name == "train" and not epoch_done:
-                last = (epoch, iteration)
+                last: tuple[int, float] = (epoch, iteration)
             else:
                 last = (epochs_done, float("inf"))
             kept = [lines[0]] + [line for line in lines[1:] if _position(line) <= last]

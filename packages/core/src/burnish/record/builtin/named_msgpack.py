@@ -39,7 +39,7 @@ class NamedMsgpackFormat(RecordFormat):
         return decode_nested(document["tensors"], _decode), metadata
 
 
-def unpack(data: bytes, what: str) -> Any:
+def unpack(data: bytes | memoryview, what: str) -> Any:
     """One MessagePack value filling all of ``data``; RecordError when it is not that.
 
     Lengths a hostile file claims cannot exceed the buffer: msgpack bounds every string, bin,

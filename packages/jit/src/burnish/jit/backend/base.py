@@ -159,15 +159,15 @@ class JitBase(Backend):
                 x = plain[i]
                 itemsize = runtime.generator.storage_numpy(x.dtype.name).itemsize
                 items.append((x.buffer.handle, x.offset * itemsize, x.numel * itemsize))
-            flagged = runtime.device_errors is not None
-            if flagged:
-                items.append(runtime.device_errors.item())
+            errors = runtime.device_errors
+            if errors is not None:
+                items.append(errors.item())
             raws = runtime.read(items)
-            if flagged:
-                runtime.device_errors.raise_pending(raws.pop())
+            if errors is not None:
+                errors.raise_pending(raws.pop())
             for i, raw in zip(indices, raws):
                 out[i] = self._decode(raw, plain[i], dtypes[i])
-        return out
+        return out  # type: ignore[return-value]  # every index was filled
 
     def _decode(self, raw: bytes, x: JitTensor, dtype: DType) -> TensorData:
         storage = x.runtime.generator.storage_numpy(x.dtype.name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -163,6 +164,17 @@ class _Plan:
 
     __slots__ = ("key", "build", "info", "groups", "shape", "strides", "n", "packer",
                  "runtime", "compiled", "out_nbytes")
+    key: tuple
+    build: Any
+    info: Any
+    groups: Any
+    shape: tuple[int, ...]
+    strides: Any
+    n: int
+    packer: Any
+    runtime: Any
+    compiled: Any
+    out_nbytes: int
 
 
 _PLANS: dict[tuple, _Plan] = {}

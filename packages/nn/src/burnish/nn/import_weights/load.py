@@ -138,26 +138,26 @@ def load_weights(
     values: dict[str, TensorData] = {}
     taken: set[str] = set()
     for name, enclosing, param in _params_with_enclosing(module):
-        source, conversion = adapter.locate(enclosing, name)
-        key = source.key if isinstance(source, Chunk) else source
+        located, conversion = adapter.locate(enclosing, name)
+        key = located.key if isinstance(located, Chunk) else located
         if key not in tensors:
-            result.missing.append(name if source == name else f"{name} (as {source})")
+            result.missing.append(name if located == name else f"{name} (as {located})")
             continue
         taken.add(key)
         data = tensors[key]
         converted = data.to_numpy()
-        if isinstance(source, Chunk):
-            if not source.fits(converted.shape):
+        if isinstance(located, Chunk):
+            if not located.fits(converted.shape):
                 result.mismatched.append(f"{name} (module {show(param.shape)}, source "
                                          f"{show(list(converted.shape))} as {key}: not "
-                                         f"{source.count} equal pieces along dim {source.dim})")
+                                         f"{located.count} equal pieces along dim {located.dim})")
                 continue
-            converted = source.take(converted)
+            converted = located.take(converted)
         if conversion is not None:
             converted = conversion(converted)
         if list(converted.shape) != list(param.shape):
             result.mismatched.append(f"{name} (module {show(param.shape)}, source "
-                                     f"{show(list(converted.shape))} as {source})")
+                                     f"{show(list(converted.shape))} as {located})")
             continue
         check_cast(name, data.dtype, param.dtype, cast_ints)
         values[name] = TensorData(converted, data.dtype)

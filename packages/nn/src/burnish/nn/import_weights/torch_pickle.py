@@ -189,7 +189,7 @@ def unpickle(data: bytes | io.BufferedIOBase,
     # length bytes would ask for gigabytes (or raise MemoryError). Walking the opcodes first,
     # reading each argument by what is really there, refuses such a length in bounded memory.
     try:
-        for _ in pickletools.genops(stream):
+        for _ in pickletools.genops(stream):  # type: ignore[arg-type]  # any binary stream
             pass
     except (ValueError, EOFError, OverflowError, struct.error) as error:
         raise RecordError(f"not a valid PyTorch pickle: {error}") from None
