@@ -248,7 +248,7 @@ def burnish_run(env: Env, spec: models.Spec, sizes: dict[str, int], state, data,
     if state is not None:
         model = models.load_torch_weights(spec.name, model, state)
     optimizer = models.burnish_optimizer(spec, captured if capturable is None else capturable)
-    loss_of = models.burnish_loss(spec.name, sizes, device)
+    loss_of = models.burnish_loss(spec.name, sizes, device, env.args.causal_mask)
     lr = spec.lr
 
     autocast = env.args.autocast
@@ -639,6 +639,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch's GPT attention: nn.TransformerEncoder's (fused "
                              "scaled_dot_product_attention; the default) or written out as "
                              "burnish's (math)")
+    parser.add_argument("--causal-mask", choices=("flag", "tensor"), default="flag",
+                        help="burnish's GPT attention: causal=True (the default; torch's side "
+                             "passes is_causal=True) or a mask tensor from nn.causal_mask")
     parser.add_argument("--sizes", nargs="+", metavar="NAME=INT",
                         help="override sizes of the models run, e.g. --models gpt --sizes "
                              "seq=2048 batch=4")

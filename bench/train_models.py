@@ -100,9 +100,11 @@ def burnish_model(name: str, sizes: dict[str, int], device) -> Any:
             norm: nn.LayerNorm
             head: nn.Linear
 
-            def forward(self, ids: Tensor, mask: Tensor) -> Tensor:
+            def forward(self, ids: Tensor, mask: Tensor | None) -> Tensor:
+                # No mask tensor: the causal flag (as torch's is_causal hint).
                 x = self.tokens(ids) + self.positions.val()
-                return self.head(self.norm(self.encoder(x, mask_attn=mask)))
+                return self.head(self.norm(self.encoder(x, mask_attn=mask,
+                                                        causal=mask is None)))
 
         positions = nn.Normal(0.0, 0.02).init([sizes["seq"], d_model], device)
         return Gpt(nn.EmbeddingConfig(sizes["vocab"], d_model).init(device), positions,
@@ -152,14 +154,16 @@ def burnish_optimizer(spec: Spec, capturable: bool) -> Any:
     return optim.Adam(capturable=capturable)
 
 
-def burnish_loss(name: str, sizes: dict[str, int], device) -> Callable[..., Tensor]:
-    """``loss(model, x, y)`` for model ``name``: the mean cross-entropy of its logits."""
+def burnish_loss(name: str, sizes: dict[str, int], device, causal_mask: str = "flag"
+                 ) -> Callable[..., Tensor]:
+    """``loss(model, x, y)`` for model ``name``: the mean cross-entropy of its logits.
+    ``causal_mask`` (the GPT models): ``"flag"`` (attention's ``causal=True``) or ``"tensor"``
+    (``nn.causal_mask``, made once, as a user would hoist it)."""
     from burnish import nn
 
     cross_entropy = nn.CrossEntropyLoss()
     if name in ("gpt", "chargpt"):
-        # burnish.nn has the mask (nn.causal_mask); made once, as a user would hoist it.
-        mask = nn.causal_mask(sizes["seq"], device)
+        mask = nn.causal_mask(sizes["seq"], device) if causal_mask == "tensor" else None
         vocab = sizes["vocab"]
 
         def loss(model, ids, targets):

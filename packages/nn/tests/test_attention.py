@@ -113,6 +113,25 @@ def test_causal_mask_hides_the_future():
     assert not np.allclose(after[:, 4:], before[:, 4:])
 
 
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_causal_flag_is_the_causal_mask(need_weights):
+    mha = nn.MultiHeadAttentionConfig(8, 2).init()
+    x, memory = Tensor.from_data(data(2, 5, 8)), Tensor.from_data(data(2, 7, 8))
+    pad = Tensor.from_data(np.array([[False] * 6 + [True], [False] * 7]))
+    for seq_k, key in ((5, None), (7, memory)):  # self-attention, and seq_q != seq_k
+        flag = mha(x, key, causal=True, need_weights=need_weights,
+                   mask_pad=pad if key is not None else None)
+        mask = nn.causal_mask(7).to_numpy()[:5, :seq_k]
+        tensor = mha(x, key, mask_attn=Tensor.from_data(mask), need_weights=need_weights,
+                     mask_pad=pad if key is not None else None)
+        np.testing.assert_allclose(flag.context.to_numpy(), tensor.context.to_numpy(),
+                                   rtol=1e-6, atol=1e-6)
+    encoder = nn.TransformerEncoderConfig(8, 16, 2, 2, dropout=0.0).init()
+    np.testing.assert_allclose(encoder(x, causal=True).to_numpy(),
+                               encoder(x, mask_attn=nn.causal_mask(5)).to_numpy(),
+                               rtol=1e-6, atol=1e-6)
+
+
 def test_fully_masked_rows_stay_finite():
     mha = nn.MultiHeadAttentionConfig(4, 1).init()
     x = Tensor.from_data(data(1, 3, 4))

@@ -69,7 +69,9 @@ class MultiHeadAttention(Module):
     ``mask_pad`` ``[batch, seq_k]`` hides padded keys, ``mask_attn`` ``[seq_q, seq_k]`` or
     ``[batch, seq_q, seq_k]`` hides pairs (``causal_mask(seq)`` for decoders). Masked scores are
     filled with the dtype's most negative value before the softmax, so a query with no key left
-    gets uniform weights rather than NaN.
+    gets uniform weights rather than NaN. ``causal=True`` forbids query ``i`` every key ``j > i``
+    as ``mask_attn=causal_mask(seq)`` does, without a mask tensor: fused kernels then skip the
+    forbidden blocks instead of reading a mask (PyTorch's ``is_causal``).
 
     ``need_weights=False`` returns no weights (``MhaOutput.weights`` is ``None``) and runs the
     heads through ``functional.scaled_dot_product_attention``: one backend op, which backends
@@ -86,7 +88,7 @@ class MultiHeadAttention(Module):
 
     def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None,
                 mask_pad: Tensor | None = None, mask_attn: Tensor | None = None,
-                need_weights: bool = True) -> MhaOutput:
+                need_weights: bool = True, causal: bool = False) -> MhaOutput:
         key = query if key is None else key
         value = key if value is None else value
         if query.ndim != 3 or key.ndim != 3 or value.ndim != 3:
@@ -103,10 +105,15 @@ class MultiHeadAttention(Module):
         mask = _combined_mask(mask_pad, mask_attn, batch, seq_q, seq_k)
         if not need_weights:
             dropout = self.dropout.prob if is_autodiff(q) else 0.0
-            heads = F.scaled_dot_product_attention(q, k, v, mask, dropout=dropout)
+            heads = F.scaled_dot_product_attention(q, k, v, mask, causal=causal,
+                                                   dropout=dropout)
             context = heads.swap_dims(1, 2).reshape([batch, seq_q, d_model])
             return MhaOutput(self.output(context), None)
         scores = q.matmul(k.transpose()) * (1.0 / math.sqrt(d_model // self.n_heads))
+        if causal:
+            later = causal_mask(max(seq_q, seq_k), q.device)[:seq_q, :seq_k]
+            later = later.reshape([1, 1, seq_q, seq_k])
+            mask = later if mask is None else mask | later
         if mask is not None:
             scores = scores.mask_fill(mask, masked_fill_value(scores))
         weights = self.dropout(F.softmax(scores, -1))

@@ -97,10 +97,10 @@ class TransformerEncoderLayer(Module):
     norm_first: bool = False
 
     def forward(self, x: Tensor, mask_pad: Tensor | None = None,
-                mask_attn: Tensor | None = None) -> Tensor:
+                mask_attn: Tensor | None = None, causal: bool = False) -> Tensor:
         def attend(h: Tensor) -> Tensor:
             return self.attention(h, mask_pad=mask_pad, mask_attn=mask_attn,
-                                  need_weights=False).context
+                                  need_weights=False, causal=causal).context
 
         x = _residual(x, attend, self.norm_1, self.dropout, self.norm_first)
         return _residual(x, self.feed_forward, self.norm_2, self.dropout, self.norm_first)
@@ -110,15 +110,17 @@ class TransformerEncoder(Module):
     """A stack of encoder layers on ``[batch, seq, d_model]``.
 
     ``mask_pad`` ``[batch, seq]`` (true at padding) and ``mask_attn`` (``[seq, seq]`` or
-    ``[batch, seq, seq]``, true where attention is forbidden) go to every layer's attention.
+    ``[batch, seq, seq]``, true where attention is forbidden) go to every layer's attention;
+    ``causal=True`` forbids each position the ones after it without a mask tensor (see
+    ``MultiHeadAttention``).
     """
 
     layers: list[TransformerEncoderLayer]
 
     def forward(self, x: Tensor, mask_pad: Tensor | None = None,
-                mask_attn: Tensor | None = None) -> Tensor:
+                mask_attn: Tensor | None = None, causal: bool = False) -> Tensor:
         for layer in self.layers:
-            x = layer(x, mask_pad, mask_attn)
+            x = layer(x, mask_pad, mask_attn, causal)
         return x
 
 
