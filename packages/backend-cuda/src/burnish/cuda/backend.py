@@ -3,7 +3,9 @@ kernels of ``burnish.jit``; every op enqueued on the device's stream."""
 
 from __future__ import annotations
 
-from burnish.cuda import cudnn, gemm
+from typing import TYPE_CHECKING, Any
+
+from burnish.cuda import cudnn, flash, gemm
 from burnish.cuda import runtime as cuda_runtime
 from burnish.cuda.gemm import allow_tf32, tf32_allowed
 from burnish.device import Device
@@ -13,6 +15,10 @@ from burnish.jit.backend.backend import JitBackend
 from burnish.jit.kernels.elementwise import broadcast_shape
 from burnish.jit.tensor import JitTensor
 
+if TYPE_CHECKING:
+    from burnish.backend.module_ops import Dims
+    from burnish.jit.runtime import Runtime
+
 __all__ = ["CudaBackend", "allow_tf32", "tf32_allowed"]
 
 
@@ -21,7 +27,7 @@ class CudaBackend(JitBackend):
 
     name = "cuda"
 
-    def _discover(self):
+    def _discover(self) -> list[tuple[Device, Runtime]]:
         if cuda_runtime.cp is None:
             raise UnsupportedError(
                 f"cuda backend: CuPy is not importable ({cuda_runtime.CUPY_ERROR}); install the "
@@ -41,7 +47,7 @@ class CudaBackend(JitBackend):
         """The GPU's name and what runs its convolutions (``python -m burnish info``)."""
         return f"{super().describe_device(device)}; convolutions: {cudnn.summary()}"
 
-    def _device_dtypes(self, runtime) -> tuple[DType, ...]:
+    def _device_dtypes(self, runtime: Runtime) -> tuple[DType, ...]:
         return ALL_DTYPES
 
     def matmul(self, lhs: JitTensor, rhs: JitTensor) -> JitTensor:
@@ -56,10 +62,10 @@ class CudaBackend(JitBackend):
                 rhs = self.contiguous(self.expand(rhs, batch + rhs.shape[-2:]))
         return super().matmul(lhs, rhs)
 
-    def conv(self, x: JitTensor, weight: JitTensor, bias: JitTensor | None, stride, padding,
-             dilation, groups) -> JitTensor:
+    def conv(self, x: JitTensor, weight: JitTensor, bias: JitTensor | None, stride: Dims,
+             padding: Dims, dilation: Dims, groups: int) -> JitTensor:
         # cuDNN where it is installed (cudnn.py), else burnish.jit's gather and cuBLAS.
-        convolutions = x.runtime.convolutions()
+        convolutions = x.runtime.convolutions()  # type: ignore[attr-defined]  # CudaRuntime's
         if convolutions is not None:
             out = convolutions.forward(
                 self.contiguous(x), self.contiguous(weight),
@@ -69,10 +75,11 @@ class CudaBackend(JitBackend):
                 return out
         return super().conv(x, weight, bias, stride, padding, dilation, groups)
 
-    def conv_transpose(self, x: JitTensor, weight: JitTensor, bias: JitTensor | None, stride,
-                       padding, output_padding, dilation, groups) -> JitTensor:
+    def conv_transpose(self, x: JitTensor, weight: JitTensor, bias: JitTensor | None,
+                       stride: Dims, padding: Dims, output_padding: Dims, dilation: Dims,
+                       groups: int) -> JitTensor:
         # cuDNN's backward-data pass where it is installed (a convolution's input gradient).
-        convolutions = x.runtime.convolutions()
+        convolutions = x.runtime.convolutions()  # type: ignore[attr-defined]  # CudaRuntime's
         if convolutions is not None:
             out = convolutions.transpose(
                 self.contiguous(x), self.contiguous(weight),
@@ -83,10 +90,11 @@ class CudaBackend(JitBackend):
         return super().conv_transpose(x, weight, bias, stride, padding, output_padding,
                                       dilation, groups)
 
-    def batch_norm(self, x: JitTensor, weight: JitTensor, bias: JitTensor, epsilon, dtype):
+    def batch_norm(self, x: JitTensor, weight: JitTensor, bias: JitTensor, epsilon: float,
+                   dtype: DType) -> tuple[JitTensor, JitTensor, JitTensor]:
         # cuDNN's batch normalisation where it is installed (one pass for the statistics, one
         # for the output), else the protocol's composition.
-        convolutions = x.runtime.convolutions()
+        convolutions = x.runtime.convolutions()  # type: ignore[attr-defined]  # CudaRuntime's
         if convolutions is not None:
             out = convolutions.batch_norm(self.contiguous(x), self.contiguous(weight),
                                           self.contiguous(bias), epsilon)
@@ -95,8 +103,9 @@ class CudaBackend(JitBackend):
         return super().batch_norm(x, weight, bias, epsilon, dtype)
 
     def batch_norm_backward(self, x: JitTensor, weight: JitTensor, mean: JitTensor,
-                            invstd: JitTensor, grad: JitTensor, epsilon, dtype):
-        convolutions = x.runtime.convolutions()
+                            invstd: JitTensor, grad: JitTensor, epsilon: float, dtype: DType
+                            ) -> tuple[JitTensor, JitTensor, JitTensor]:
+        convolutions = x.runtime.convolutions()  # type: ignore[attr-defined]  # CudaRuntime's
         if convolutions is not None:
             out = convolutions.batch_norm_backward(*(self.contiguous(t) for t in (
                 x, weight, mean, invstd, grad)), epsilon)
@@ -104,11 +113,11 @@ class CudaBackend(JitBackend):
                 return out
         return super().batch_norm_backward(x, weight, mean, invstd, grad, epsilon, dtype)
 
-    def conv_weight_grad(self, x: JitTensor, grad: JitTensor, kernel, stride, padding, dilation,
-                         groups) -> JitTensor:
+    def conv_weight_grad(self, x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims,
+                         padding: Dims, dilation: Dims, groups: int) -> JitTensor:
         # cuDNN's backward-filter pass where it is installed, else the protocol's grouped
         # convolution (the batch and channel dims exchanged, through the forward pass).
-        convolutions = x.runtime.convolutions()
+        convolutions = x.runtime.convolutions()  # type: ignore[attr-defined]  # CudaRuntime's
         if convolutions is not None:
             out = convolutions.weight_grad(self.contiguous(x), self.contiguous(grad),
                                            tuple(kernel), tuple(stride), tuple(padding),
@@ -117,7 +126,25 @@ class CudaBackend(JitBackend):
                 return out
         return super().conv_weight_grad(x, grad, kernel, stride, padding, dilation, groups)
 
-    def _as_cupy(self, x: JitTensor):
+    def attention(self, q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor | None,
+                  scale: float, causal: bool, dtype: DType) -> tuple[JitTensor, JitTensor]:
+        # Tensor cores (flash.py) for half floats, else burnish.jit's kernels.
+        if flash.fits(q, k, v, mask):
+            return flash.attention(q, k, v, mask, scale, causal)
+        return super().attention(q, k, v, mask, scale, causal, dtype)
+
+    def attention_backward(self, q: JitTensor, k: JitTensor, v: JitTensor,
+                           mask: JitTensor | None, out: JitTensor, lse: JitTensor,
+                           grad: JitTensor, scale: float, causal: bool, dtype: DType
+                           ) -> tuple[JitTensor, JitTensor, JitTensor]:
+        if flash.fits(q, k, v, mask):
+            out, grad = (x if flash.readable(x) else self.contiguous(x) for x in (out, grad))
+            if flash.backward_fits(q, k, v, mask, out, lse, grad):
+                return flash.attention_backward(q, k, v, mask, out, lse, grad, scale, causal)
+        return super().attention_backward(q, k, v, mask, out, lse, grad, scale, causal, dtype)
+
+    def _as_cupy(self, x: JitTensor) -> Any:
         itemsize = x.dtype.itemsize
-        return x.runtime.as_cupy(x.buffer.handle, x.offset * itemsize, x.shape,
-                                 tuple(s * itemsize for s in x.strides), x.dtype.numpy)
+        return x.runtime.as_cupy(  # type: ignore[attr-defined]  # CudaRuntime's
+            x.buffer.handle, x.offset * itemsize, x.shape,
+            tuple(s * itemsize for s in x.strides), x.dtype.numpy)

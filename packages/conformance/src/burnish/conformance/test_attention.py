@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from burnish import DTypeError, ShapeError, Tensor, float32, float64
+from burnish import DTypeError, ShapeError, Tensor, bfloat16, float16, float32, float64
 from burnish import functional as F
 from burnish.backend.attention_ops import masked_score
 from burnish.conformance import reference
@@ -21,6 +21,8 @@ CASES = {
     "mask_cross": (2, 2, 3, 6, 4, 5, (2, 1, 3, 6), False, "contiguous"),
     "causal_cross": (1, 2, 4, 7, 8, 4, None, True, "contiguous"),
     "causal_padding": (2, 1, 6, 6, 4, 4, (6,), True, "strided"),
+    # head dims of 16 and 32, keys over two tiles of 64: what tensor-core kernels take
+    "causal_wide": (2, 2, 40, 70, 16, 32, None, True, "contiguous"),
 }
 
 
@@ -97,6 +99,62 @@ def test_attention_gradients(device, case):
         check_gradients(
             lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m, causal=causal),
             q, k, v, mask, device=device, key=case)
+
+
+#: Half-float gradients, head dims that tensor-core kernels take (multiples of 16), keys over
+#: two tiles of 64: causal, with a padding mask that hides every key of the first batch (rows
+#: with no key left).
+HALF_CASES = {
+    "causal_padding_wide": (2, 2, 33, 70, 32, 16, (2, 1, 1, 70), True),
+}
+
+
+def _reference_gradients(q, k, v, mask, causal, fill, grad):
+    """``(dq, dk, dv)`` in float64, and for each an upper bound of the absolute values its
+    terms add up to (for the tolerance)."""
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    seq_q, seq_k = q.shape[2], k.shape[2]
+    forbidden = np.zeros((seq_q, seq_k), bool)
+    if causal:
+        forbidden = np.arange(seq_k)[None, :] > np.arange(seq_q)[:, None]
+    if mask is not None:
+        forbidden = forbidden | mask
+    scores = np.where(forbidden, fill, q @ np.swapaxes(k, -1, -2) * scale)
+    weights = reference.softmax(scores, -1)
+    swap = lambda x: np.swapaxes(x, -1, -2)  # noqa: E731
+    dv = swap(weights) @ grad
+    dweights = grad @ swap(v)
+    delta = (dweights * weights).sum(-1, keepdims=True)
+    dscores = np.where(forbidden, 0.0, weights * (dweights - delta)) * scale
+    bound_ds = weights * (np.abs(grad) @ swap(np.abs(v)) + np.abs(delta)) * scale
+    return ((dscores @ k, bound_ds @ np.abs(k)), (swap(dscores) @ q, swap(bound_ds) @ np.abs(q)),
+            (dv, swap(weights) @ np.abs(grad)))
+
+
+@pytest.mark.requires_autodiff
+@pytest.mark.parametrize("dtype", [bfloat16, float16], ids=ids([bfloat16, float16]))
+@pytest.mark.parametrize("case", list(HALF_CASES))
+def test_attention_gradients_half(device, case, dtype):
+    batch, heads, seq_q, seq_k, dim, value_dim, mask_shape, causal = HALF_CASES[case]
+    q = sample((batch, heads, seq_q, dim), dtype, -1.5, 1.5, key=(case, "q"))
+    k = sample((batch, heads, seq_k, dim), dtype, -1.5, 1.5, key=(case, "k"))
+    v = sample((batch, heads, seq_k, value_dim), dtype, -1.0, 1.0, key=(case, "v"))
+    grad = sample((batch, heads, seq_q, value_dim), dtype, -1.0, 1.0, key=(case, "g"))
+    mask = _mask(mask_shape, case)
+    if mask is not None:
+        mask[0] = True  # every key of the first batch hidden: its rows have no key left
+    tensors = [Tensor.from_data(x, device, dtype).require_grad() for x in (q, k, v)]
+    out = F.scaled_dot_product_attention(
+        *tensors, None if mask is None else Tensor.from_data(mask, device), causal=causal)
+    grads = (out * Tensor.from_data(grad, device, dtype)).sum().backward()
+    expected = _reference_gradients(*(rounded(x, dtype) for x in (q, k, v)),
+                                    mask, causal, masked_score(dtype), rounded(grad, dtype))
+    spread = np.max(np.abs(rounded(q, dtype)).sum(-1)) * 1.5 / np.sqrt(dim)
+    for name, tensor, (reference_grad, bound) in zip("qkv", tensors, expected):
+        actual = tensor.grad(grads)
+        assert actual is not None, f"no gradient for {name}"
+        assert_close(actual, reference_grad, dtype,
+                     atol=accumulated_atol(dtype, (1.0 + 2.0 * spread) * bound))
 
 
 def test_attention_errors(device):
