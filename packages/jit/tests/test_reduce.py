@@ -135,12 +135,14 @@ def test_without_tuning_the_heuristic_decides(jit_backend, tmp_path, monkeypatch
     monkeypatch.setattr(reduce_kernels, "_run", spy)
     try:
         x = _put(jit_backend, np.ones((5000, 70), np.int32), int32)
-        reduce("max", x, 1)  # many outputs: one invocation each
+        columns = _put(jit_backend, np.ones((70, 5000), np.int32), int32)
+        reduce("max", columns, 0)  # many outputs down strided columns: one invocation each
+        reduce("max", x, 1)  # contiguous rows: a workgroup each reads its row side by side
         reduce("max", x, None)  # one output: a workgroup's tree
     finally:
         autotune.set_enabled(None)
         autotune._memory.clear()
-    assert chosen == ["loop", "tree"]
+    assert chosen == ["loop", "tree", "tree"]
 
 
 def test_a_repeated_reduction_replays_its_plan(jit_backend, monkeypatch):

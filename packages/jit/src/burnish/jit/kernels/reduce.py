@@ -366,10 +366,21 @@ def _chunks(n_out: int, n_red: int) -> int:
     return max(1, fewest, wanted)
 
 
-def _default_strategy(n_out: int, n_red: int) -> str:
+def _default_strategy(n_out: int, n_red: int, unit: bool = False) -> str:
     """Without timings: a workgroup per output while outputs are too few to fill a device and
-    each has enough elements to share out, otherwise an invocation per output."""
-    return "tree" if n_out < 4096 and n_red >= 64 or n_red > MAX_ITERATIONS else "loop"
+    each has enough elements to share out, or where the reduced run is contiguous (``unit``:
+    the rows of a LayerNorm or a softmax, whose elements a workgroup's invocations then read
+    side by side, where an invocation per output would have each read its own row, every load
+    of a warp touching as many cache lines as it has invocations); otherwise an invocation per
+    output."""
+    if n_red > MAX_ITERATIONS or n_red >= 64 and (unit or n_out < 4096):
+        return "tree"
+    return "loop"
+
+
+def _unit(red: tuple) -> bool:
+    """Whether the reduced dims (``_split_dims``'s ``red``) end in a unit-stride run."""
+    return bool(red[1]) and red[1][-1] == 1
 
 
 def reduce(op: str, x: JitTensor, dim: int | None, strategy: str | None = None
@@ -460,7 +471,7 @@ class OneLaunch:
     def __init__(self, op: str, dim: int | None, shape: tuple[int, ...]):
         _, kept, red, n_out, n_red = _split_dims(shape, contiguous_strides(shape), dim)
         self.op, self.n_out = op, n_out
-        self.strategy = _default_strategy(n_out, n_red)
+        self.strategy = _default_strategy(n_out, n_red, _unit(red))
         self.fits = n_red <= (MAX_ITERATIONS if self.strategy == "loop" else FUSED_MAX_RUN)
         self.dims = (len(kept[0]), len(red[0]))
         self.info = [n_out, n_red, 1, n_red, n_red, 0, *kept[0], *kept[1], *red[0], *red[1]]
@@ -493,13 +504,13 @@ def _replay(plan: tuple, x: JitTensor) -> list[JitTensor]:
 
 
 def _choose(op: str, x: JitTensor, out_shape, kept, red, n_out: int, n_red: int) -> str:
-    default = _default_strategy(n_out, n_red)
+    default = _default_strategy(n_out, n_red, _unit(red))
     if n_red <= 1:
         return "loop"
     if n_red > MAX_ITERATIONS:
         return "tree"
     candidates = [default] + [s for s in ("loop", "tree") if s != default]
-    plain = "unit" if red[1] and red[1][-1] == 1 else "strided"
+    plain = "unit" if _unit(red) else "strided"
     key = (f"reduce-{_OPS[op]}-{x.dtype.name}-{len(kept[0])}x{len(red[0])}-{plain}-"
            f"{autotune.shape_class(n_out, n_red)}")
     runtime = x.runtime
