@@ -52,7 +52,9 @@ class CsvDataset(DatasetBase):
             self.convert(row, types, line) for line, row in enumerate(rows, first_line) if row
         ]
 
-    def convert(self, row: list[str], types, line: int) -> Any:
+    def convert(self, row: list[str],
+                types: Mapping[str, Callable[[str], Any]] | Sequence[Callable[[str], Any]] | None,
+                line: int) -> Any:
         if len(row) != len(self.columns):
             raise DataError(
                 f"{self.path}, line {line}: {len(row)} fields, but {len(self.columns)} columns"

@@ -9,7 +9,9 @@ import os
 import sys
 import tempfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.error import URLError
 from urllib.request import urlopen
 
@@ -50,19 +52,19 @@ class ProgressBar:
         self.total = total
         self.done = 0
         self.printed = 0
-        self.rich = None
+        self.rich: Any = None  # rich's Progress while a bar is shown
 
-    def __enter__(self):
+    def __enter__(self) -> Callable[[int], None]:
         print(f"downloading {self.description}", file=sys.stderr)
         try:
             from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
         except ImportError:
             return self.advance_plain
         columns = [*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn()]
-        self.rich = Progress(*columns, transient=True)
-        self.rich.start()
-        task = self.rich.add_task(self.description, total=self.total or None)
-        return lambda size: self.rich.advance(task, size)
+        progress = self.rich = Progress(*columns, transient=True)
+        progress.start()
+        task = progress.add_task(self.description, total=self.total or None)
+        return lambda size: progress.advance(task, size)
 
     def advance_plain(self, size: int) -> None:
         self.done += size
@@ -72,7 +74,7 @@ class ProgressBar:
             shown = f"{self.done * 100 // self.total}%" if self.total else f"{self.done} bytes"
             print(f"  {self.description}: {shown}", file=sys.stderr)
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self.rich is not None:
             self.rich.stop()
 

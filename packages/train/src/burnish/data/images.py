@@ -135,7 +135,8 @@ def unfilter(rows: np.ndarray, pixel_bytes: int) -> np.ndarray:
     return out
 
 
-def unfilter_sequential(line, previous, pixel_bytes: int, kind: int) -> np.ndarray:
+def unfilter_sequential(line: np.ndarray, previous: np.ndarray, pixel_bytes: int,
+                        kind: int) -> np.ndarray:
     """Sub (1), average (3) and Paeth (4) depend on the bytes just decoded: done in order."""
     current = [0] * len(line)
     above = previous.tolist()
