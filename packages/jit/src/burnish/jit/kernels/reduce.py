@@ -6,7 +6,11 @@ on the host (size-1 dims dropped, neighbours that the strides walk as one merged
 tensor reduced over any dim has at most two kept dims and one reduced dim, and views (permuted,
 sliced, flipped, broadcast) need no copy. Two strategies:
 
-- ``loop``: one invocation per output element walks the reduced dim: best for many outputs.
+- ``loop``: one invocation per output element walks the reduced dim: best for many outputs,
+  and for strided reduced runs (column sums), whose neighbouring outputs neighbouring
+  invocations then read side by side. Where outputs are too few to fill the device, the
+  reduced dim is split into chunks, an invocation per output and chunk, and a second pass
+  combines the chunks' states.
 - ``tree``: one workgroup per output element (or per chunk of one), each invocation folds a
   strided share of the reduced dim and the workgroup combines the shares in workgroup memory:
   best for few outputs with long reduced dims. When there are too few outputs to fill the
@@ -34,6 +38,10 @@ WORKGROUP = 256
 TARGET_GROUPS = 1024
 #: ... and gives every invocation at least this many elements of a chunk.
 MIN_PER_INVOCATION = 4
+#: The loop strategy splits a reduced dim into chunks until about this many invocations run...
+LOOP_TARGET = 1 << 16
+#: ... each walking at least this many elements.
+LOOP_MIN_CHUNK = 64
 #: The most loop iterations one invocation makes: Mesa's llvmpipe (lavapipe, the software
 #: Vulkan that wgpu runs on in CI) silently ends an invocation's loops after 65535 iterations
 #: counted together, so longer walks are split between invocations on every device.
@@ -221,6 +229,21 @@ def _build(op: str, in_dtype: str, out_dtypes: tuple[str, ...], n_kept: int, n_r
         position = src_positions[pos] if src_positions is not None else j
         return acc.element(source.load(k, pos), position)
 
+    if strategy == "loop" and stage == "partial":
+        # An invocation per (output, chunk), neighbouring invocations on neighbouring outputs.
+        i = k.global_index()
+        with k.if_(i >= k.info(0) * k.info(2)):
+            k.return_()
+        o = k.let(i % k.info(0), "o")
+        c = k.let(i / k.info(0), "c")
+        start = k.let(c * k.info(3), "start")
+        stop = k.let(ir.call("min", start + k.info(3), k.info(1)), "stop")
+        base = strided_offsets(k, o, n_kept, kept_shape, [kept_strides], [k.info(5)])[0]
+        state = acc.start(k)
+        with k.for_(start, stop, name="j") as j:
+            acc.combine(k, state, element_at(base, j))
+        _store(k, acc, stage, outs, o * k.info(2) + c, state)
+        return k.build()
     if strategy == "loop":
         o = k.global_index()
         with k.if_(o >= k.info(0)):
@@ -314,7 +337,7 @@ def _launch(op: str, src: JitTensor, extra: JitTensor | None, outs: Sequence[Jit
 
     buffers = [o.buffer for o in outs] + [src.buffer] + ([extra.buffer] if extra else [])
     if strategy == "loop":
-        return runtime.launch(key, build, buffers, info, invocations=n_out)
+        return runtime.launch(key, build, buffers, info, invocations=n_out * chunks)
     return runtime.launch(key, build, buffers, info, groups=n_out * chunks)
 
 
@@ -330,6 +353,8 @@ def _run(op: str, x: JitTensor, out_shape: tuple[int, ...], kept, red, n_out: in
     """Computes the reduction; with ``plan_as``, a reduction done in one launch is remembered
     under that signature, to be launched again without the planning (``_replay``)."""
     outs = [_alloc(x, out_shape, d) for d in _out_dtypes(op, x.dtype)]
+    if strategy == "loop" and _loop_chunks(n_out, n_red) > 1:
+        return _run_chunked_loop(op, x, outs, kept, red, n_out, n_red)
     single = strategy == "loop" and n_red <= MAX_ITERATIONS
     if single or _chunks(n_out, n_red) == 1:
         launched = _launch(op, x, None, outs, kept, red, n_out, n_red, n_red,
@@ -356,6 +381,33 @@ def _run(op: str, x: JitTensor, out_shape: tuple[int, ...], kept, red, n_out: in
     return outs
 
 
+def _run_chunked_loop(op: str, x: JitTensor, outs: list[JitTensor], kept, red, n_out: int,
+                      n_red: int) -> list[JitTensor]:
+    """The loop strategy in two passes: per (output, chunk) states, then per output their
+    combination."""
+    acc = _Accumulator(op, ir.compute_type(x.dtype))
+    chunk = -(-n_red // _loop_chunks(n_out, n_red))
+    chunks = -(-n_red // chunk)
+    partials = [_alloc(x, (n_out, chunks), get_dtype(_TYPE_DTYPE[ty])) for ty in acc.types]
+    _launch(op, x, None, partials, kept, red, n_out, n_red, n_red, "loop", "partial", chunks,
+            chunk)
+    kept2 = ([n_out], [chunks]) if n_out > 1 else ([], [])
+    red2 = ([chunks], [1])
+    extra = partials[1] if acc.tracks_positions else None
+    strategy = _default_strategy(n_out, chunks, unit=True)
+    _launch(op, partials[0], extra, outs, kept2, red2, n_out, chunks, n_red, strategy,
+            "combine")
+    return outs
+
+
+def _loop_chunks(n_out: int, n_red: int) -> int:
+    """How many chunks the loop strategy splits each reduced run into (1: none)."""
+    if n_out >= LOOP_TARGET or n_red < 2 * LOOP_MIN_CHUNK:
+        return -(-n_red // MAX_ITERATIONS)
+    wanted = min(-(-LOOP_TARGET // n_out), n_red // LOOP_MIN_CHUNK)
+    return max(1, wanted, -(-n_red // MAX_ITERATIONS))
+
+
 def _chunks(n_out: int, n_red: int) -> int:
     """How many chunks the tree strategy splits each reduced run into."""
     fewest = -(-n_red // (WORKGROUP * MAX_ITERATIONS))
@@ -367,13 +419,14 @@ def _chunks(n_out: int, n_red: int) -> int:
 
 
 def _default_strategy(n_out: int, n_red: int, unit: bool = False) -> str:
-    """Without timings: a workgroup per output while outputs are too few to fill a device and
-    each has enough elements to share out, or where the reduced run is contiguous (``unit``:
-    the rows of a LayerNorm or a softmax, whose elements a workgroup's invocations then read
-    side by side, where an invocation per output would have each read its own row, every load
-    of a warp touching as many cache lines as it has invocations); otherwise an invocation per
-    output."""
-    if n_red > MAX_ITERATIONS or n_red >= 64 and (unit or n_out < 4096):
+    """Without timings: the loads of a warp should fall side by side. Where the reduced run is
+    contiguous (``unit``: a full reduction, the rows of a LayerNorm or a softmax) a workgroup
+    per output, whose invocations share out its run (an invocation per output would have each
+    read its own row, every load of a warp touching as many cache lines as it has
+    invocations); where it is strided (column sums: bias gradients) an invocation per output,
+    neighbours reading neighbouring columns, the run split into chunks where outputs are too
+    few to fill a device. Short contiguous runs: an invocation per output."""
+    if n_red > MAX_ITERATIONS or unit and n_red >= 64:
         return "tree"
     return "loop"
 
@@ -472,7 +525,10 @@ class OneLaunch:
         _, kept, red, n_out, n_red = _split_dims(shape, contiguous_strides(shape), dim)
         self.op, self.n_out = op, n_out
         self.strategy = _default_strategy(n_out, n_red, _unit(red))
-        self.fits = n_red <= (MAX_ITERATIONS if self.strategy == "loop" else FUSED_MAX_RUN)
+        if self.strategy == "loop":  # a chunked loop takes two launches
+            self.fits = n_red <= MAX_ITERATIONS and _loop_chunks(n_out, n_red) == 1
+        else:
+            self.fits = n_red <= FUSED_MAX_RUN
         self.dims = (len(kept[0]), len(red[0]))
         self.info = [n_out, n_red, 1, n_red, n_red, 0, *kept[0], *kept[1], *red[0], *red[1]]
 
