@@ -1,6 +1,6 @@
 """Installed from their wheels: core and the ndarray backend alone make a working burnish, and
 every distribution together (the meta-distribution with its ``[all]`` extra) installs, imports
-and carries its type marker."""
+and carries its type marker; installed from their sdists, every distribution together too."""
 
 from __future__ import annotations
 
@@ -53,19 +53,38 @@ def project(folder: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def wheels(run, tmp_path_factory) -> dict[str, Path]:
-    """A wheel of every distribution under packages/, by name. They are built in one venv that
-    holds their build backend (without build isolation: one build environment instead of one
-    per package, most of the time a build takes)."""
+def build_env(run, tmp_path_factory) -> Path:
+    """The python of a venv holding every package's build backend and ``build``: packages are
+    built there without build isolation (one build environment instead of one per package,
+    most of the time a build takes)."""
     where = tmp_path_factory.mktemp("build-env")
     run(sys.executable, "-m", "venv", where)
     python = where / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     requires = sorted({r for f in FOLDERS for r in project(f)["build-system"]["requires"]})
-    run(python, "-m", "pip", "install", *requires)
+    run(python, "-m", "pip", "install", "build", *requires)
+    return python
+
+
+@pytest.fixture(scope="module")
+def wheels(run, build_env, tmp_path_factory) -> dict[str, Path]:
+    """A wheel of every distribution under packages/, by name."""
     out = tmp_path_factory.mktemp("all-wheels")
-    run(python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", out,
-        *FOLDERS)
+    run(build_env, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir",
+        out, *FOLDERS)
     built = {p.name.split("-")[0].replace("_", "-"): p for p in out.glob("*.whl")}
+    assert sorted(built) == sorted(project(f)["project"]["name"] for f in FOLDERS)
+    return built
+
+
+@pytest.fixture(scope="module")
+def sdists(run, build_env, tmp_path_factory) -> dict[str, Path]:
+    """An sdist of every distribution under packages/, by name (what ``nox -s build`` puts
+    beside the wheels)."""
+    out = tmp_path_factory.mktemp("all-sdists")
+    for folder in FOLDERS:
+        run(build_env, "-m", "build", "--sdist", "--no-isolation", "--outdir", out, folder)
+    built = {p.name[:-len(".tar.gz")].rsplit("-", 1)[0].replace("_", "-"): p
+             for p in out.glob("*.tar.gz")}
     assert sorted(built) == sorted(project(f)["project"]["name"] for f in FOLDERS)
     return built
 
@@ -176,3 +195,20 @@ def test_info_lists_the_backends_and_decorators(everything, burnish_info):
     text, backends = burnish_info(everything)
     assert {"ndarray", "wgpu", "rocm", "cuda"} <= set(backends), text
     assert "autodiff" in text and "fusion" in text, text
+
+
+def test_the_sdists_install_together(run, sdists, make_venv, tmp_path):
+    # pip builds each sdist in an isolated environment from its own build requirements, as it
+    # does for a user installing from them: every file a wheel needs must be in the sdist.
+    others = [path for name, path in sorted(sdists.items()) if name != "burnish"]
+    python = make_venv(f"{sdists['burnish']}[all]", *others)
+    listed = json.loads(run(python, "-m", "pip", "list", "--format=json").stdout)
+    ours = {p["name"].lower(): p["version"] for p in listed
+            if p["name"].lower().startswith("burnish")}
+    assert sorted(ours) == sorted(sdists)
+    assert len(set(ours.values())) == 1, ours
+    code = ("import burnish, burnish.nn, burnish.train, burnish.onnx, burnish.conformance\n"
+            "from importlib.resources import files\n"
+            "assert files('burnish').joinpath('py.typed').is_file()\n"
+            "print(burnish.__version__)")
+    assert run(python, "-c", code, cwd=tmp_path).stdout.strip() == next(iter(ours.values()))
