@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import burnish as bn
-from burnish.optim import ConstantLr, GradientsAccumulator, LrScheduler
+from burnish.dtype import get_dtype
+from burnish.optim import ConstantLr, GradientsAccumulator, GradScaler, LrScheduler
 from burnish.train.checkpoint import Checkpointer, CheckpointInfo
 from burnish.train.early_stopping import EarlyStopping
 from burnish.train.metric import Metric, StepInfo
@@ -71,7 +72,8 @@ class Learner:
                  train_metrics: Sequence[Metric], valid_metrics: Sequence[Metric],
                  num_epochs: int, grads_accumulation: int, checkpointer: Checkpointer | None,
                  early_stopping: EarlyStopping | None, train_step: StepFn, valid_step: StepFn,
-                 seed: int, renderer: Renderer, capture: bool = True):
+                 seed: int, renderer: Renderer, capture: bool = True,
+                 autocast: bn.DType | None = None, scaler: GradScaler | None = None):
         self.run_dir = run_dir
         self.model = model
         self.optimizer = optimizer
@@ -82,8 +84,12 @@ class Learner:
         self.grads_accumulation = grads_accumulation
         self.checkpointer = checkpointer
         self.early_stopping = early_stopping
-        self.train_step = train_step
-        self.valid_step = valid_step
+        #: Mixed precision: the dtype the steps' forward passes run under (``burnish.autocast``)
+        #: and the float16 loss scaler.
+        self.autocast = autocast
+        self.scaler = scaler if scaler is not None and scaler.enabled else None
+        self.train_step = _autocast(train_step, autocast)
+        self.valid_step = _autocast(valid_step, autocast)
         self.seed = seed
         self.renderer = renderer
         self.capture = capture
@@ -106,6 +112,8 @@ class Learner:
         self.position = Position(info.epoch, info.iteration, info.step, info.epoch_done)
         if self.early_stopping is not None:
             self.early_stopping.load_state(info.state.get("early_stopping", {}))
+        if self.scaler is not None and "grad_scaler" in info.state:
+            self.scaler.load_state_dict(info.state["grad_scaler"])
         self.log.rewind(info.epoch, info.iteration, info.epoch_done)
         self._resumed_metrics = info.state.get("train_metrics")
         return True
@@ -159,6 +167,9 @@ class Learner:
                     f"run eagerly)")
         if self.grads_accumulation > 1:
             return "capture: off (gradients are accumulated over several batches)"
+        if self.scaler is not None:
+            return ("capture: off (float16 loss scaling reads whether the gradients are finite "
+                    "on every step)")
         if hasattr(self.optimizer, "capturable"):
             self.optimizer.capturable = True
         self._device = device
@@ -210,14 +221,14 @@ class Learner:
                 self.position.step += 1
             else:
                 output = self.train_step(self.model, batch)
-                grads = output.loss.backward()
+                loss = output.loss if self.scaler is None else self.scaler.scale(output.loss)
+                grads = loss.backward()
                 pending += 1
                 if pending == self.grads_accumulation or last:
                     if self.grads_accumulation > 1:
                         accumulator.accumulate(self.model, grads)
                         grads = accumulator.grads()
-                    self.model = self.optimizer.step(self.scheduler.step(), self.model, grads)
-                    self.position.step += 1
+                    self._optimizer_step(grads)
                     pending = 0
                 else:
                     accumulator.accumulate(self.model, grads)
@@ -228,10 +239,18 @@ class Learner:
             if self._stop_requested and pending == 0:
                 self._interrupt()
         if pending:  # a loader without len: step on what the epoch's last batches gave
-            self.model = self.optimizer.step(self.scheduler.step(), self.model,
-                                             accumulator.grads())
-            self.position.step += 1
+            self._optimizer_step(accumulator.grads())
         self.position.iteration = iteration
+
+    def _optimizer_step(self, grads: Any) -> None:
+        """The optimizer's update (through the loss scaler, which skips it on inf or NaN)."""
+        if self.scaler is None:
+            self.model = self.optimizer.step(self.scheduler.step(), self.model, grads)
+        else:
+            self.model = self.scaler.step(self.optimizer, self.scheduler.step(), self.model,
+                                          grads)
+            self.scaler.update()
+        self.position.step += 1
 
     def _valid_epoch(self, epoch: int, loader: Iterable[Any]) -> None:
         _set_epoch(loader, epoch)
@@ -289,6 +308,8 @@ class Learner:
         state: dict[str, Any] = {}
         if self.early_stopping is not None:
             state["early_stopping"] = self.early_stopping.state()
+        if self.scaler is not None:
+            state["grad_scaler"] = self.scaler.state_dict()
         if not position.epoch_done:  # the epoch's averages go on from here when resumed
             state["train_metrics"] = [metric.state() for metric in self.train_metrics]
         info = CheckpointInfo(f"epoch-{position.epoch}{suffix}", position.epoch,
@@ -325,9 +346,14 @@ class Learner:
             signal.signal(signal.SIGINT, previous)
 
     def summary(self) -> str:
-        """The table of every split's metrics (last and best epoch values)."""
+        """The table of every split's metrics (last and best epoch values), and the steps the
+        loss scaler skipped, if it skipped any."""
         better = {m.name: m.higher_is_better for m in self.train_metrics + self.valid_metrics}
-        return summary_table(self.log.epochs, better)
+        table = summary_table(self.log.epochs, better)
+        if self.scaler is not None and self.scaler.skipped_steps:
+            table += (f"\nfloat16 loss scaling: {self.scaler.skipped_steps} steps skipped (inf "
+                      f"or NaN gradients); scale now {self.scaler.get_scale():g}")
+        return table
 
 
 class _RunClock:
@@ -365,6 +391,19 @@ def _training(train_step: StepFn, optimizer: Any) -> Any:
     return train
 
 
+def _autocast(step: StepFn, dtype: bn.DType | None) -> StepFn:
+    """``step`` with its forward pass under ``burnish.autocast(dtype)`` (``step`` itself
+    without a dtype)."""
+    if dtype is None:
+        return step
+
+    def autocast_step(model: Any, batch: Any) -> Any:
+        with bn.autocast(dtype):
+            return step(model, batch)
+
+    return autocast_step
+
+
 def _set_epoch(loader: Any, epoch: int) -> None:
     if hasattr(loader, "set_epoch"):
         loader.set_epoch(epoch)
@@ -396,6 +435,8 @@ class LearnerBuilder:
         self._seed = 0
         self._output: str | Renderer = "auto"
         self._capture = True
+        self._autocast: bn.DType | None = None
+        self._scaler: GradScaler | None = None
 
     def metrics(self, *metrics: Metric) -> LearnerBuilder:
         """Track ``metrics`` on both splits (each split gets its own copy)."""
@@ -458,6 +499,26 @@ class LearnerBuilder:
         self._capture = bool(enabled)
         return self
 
+    def mixed_precision(self, dtype: bn.DType | str = "bfloat16",
+                        scaler: GradScaler | None = None) -> LearnerBuilder:
+        """Train in mixed precision: the training and validation steps run under
+        ``burnish.autocast(dtype)`` (products and convolutions in ``dtype``, float32 weights and
+        reductions; see the book's mixed-precision page). ``"bfloat16"`` needs nothing else;
+        ``"float16"`` scales the loss with ``scaler`` (a ``burnish.optim.GradScaler``; a default
+        one when not given), whose step is skipped on inf or NaN gradients and whose state the
+        checkpoints keep. A scaler reads the gradients' verdict every step, so those steps are
+        not captured."""
+        low = get_dtype(dtype)
+        if low.name not in ("bfloat16", "float16"):
+            raise ValueError(f"mixed_precision takes bfloat16 or float16, got {low.name}")
+        if scaler is not None and not isinstance(scaler, GradScaler):
+            raise TypeError(f"mixed_precision's scaler must be a burnish.optim.GradScaler, got "
+                            f"{type(scaler).__name__}")
+        self._autocast = low
+        self._scaler = scaler if scaler is not None else (
+            GradScaler() if low.name == "float16" else None)
+        return self
+
     def output(self, kind: str) -> LearnerBuilder:
         """A built-in output: ``"auto"`` (a dashboard on a terminal when rich is installed, else
         plain lines), ``"plain"``, ``"dashboard"`` or ``"none"``. ``renderer(obj)`` gives one of
@@ -499,7 +560,7 @@ class LearnerBuilder:
                        checkpointer=checkpointer, early_stopping=self._early_stopping,
                        train_step=self._train_step, valid_step=self._valid_step,
                        seed=self._seed, renderer=make_renderer(self._output),
-                       capture=self._capture)
+                       capture=self._capture, autocast=self._autocast, scaler=self._scaler)
 
 
 def _qualified(metric: str) -> str:
