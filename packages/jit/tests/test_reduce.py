@@ -24,8 +24,10 @@ def _get(backend, x):
     return backend.into_data(x, x.dtype).to_numpy()
 
 
-CASES = [  # shape, dim: many short runs, few long ones (split in two passes), everything
+CASES = [  # shape, dim: many short runs, few long ones (split in two passes), everything,
+    # few long strided ones (the loop splits them into chunks)
     ((40, 3, 5), 1), ((3, 5000), 1), ((5000, 3), 0), ((7, 9, 11), None), ((2, 3000), None),
+    ((300, 7), 0),
 ]
 
 

@@ -353,7 +353,7 @@ def _run(op: str, x: JitTensor, out_shape: tuple[int, ...], kept, red, n_out: in
     """Computes the reduction; with ``plan_as``, a reduction done in one launch is remembered
     under that signature, to be launched again without the planning (``_replay``)."""
     outs = [_alloc(x, out_shape, d) for d in _out_dtypes(op, x.dtype)]
-    if strategy == "loop" and _loop_chunks(n_out, n_red) > 1:
+    if strategy == "loop" and _loop_chunks(n_out, n_red, _unit(red)) > 1:
         return _run_chunked_loop(op, x, outs, kept, red, n_out, n_red)
     single = strategy == "loop" and n_red <= MAX_ITERATIONS
     if single or _chunks(n_out, n_red) == 1:
@@ -386,7 +386,7 @@ def _run_chunked_loop(op: str, x: JitTensor, outs: list[JitTensor], kept, red, n
     """The loop strategy in two passes: per (output, chunk) states, then per output their
     combination."""
     acc = _Accumulator(op, ir.compute_type(x.dtype))
-    chunk = -(-n_red // _loop_chunks(n_out, n_red))
+    chunk = -(-n_red // _loop_chunks(n_out, n_red, _unit(red)))
     chunks = -(-n_red // chunk)
     partials = [_alloc(x, (n_out, chunks), get_dtype(_TYPE_DTYPE[ty])) for ty in acc.types]
     _launch(op, x, None, partials, kept, red, n_out, n_red, n_red, "loop", "partial", chunks,
@@ -400,9 +400,11 @@ def _run_chunked_loop(op: str, x: JitTensor, outs: list[JitTensor], kept, red, n
     return outs
 
 
-def _loop_chunks(n_out: int, n_red: int) -> int:
-    """How many chunks the loop strategy splits each reduced run into (1: none)."""
-    if n_out >= LOOP_TARGET or n_red < 2 * LOOP_MIN_CHUNK:
+def _loop_chunks(n_out: int, n_red: int, unit: bool) -> int:
+    """How many chunks the loop strategy splits each reduced run into (1: none). Only strided
+    runs are split (``unit``: a contiguous one, which a workgroup per output reads best, keeps
+    one pass where the loop is chosen anyway, as autotuning may for short runs)."""
+    if unit or n_out >= LOOP_TARGET or n_red < 2 * LOOP_MIN_CHUNK:
         return -(-n_red // MAX_ITERATIONS)
     wanted = min(-(-LOOP_TARGET // n_out), n_red // LOOP_MIN_CHUNK)
     return max(1, wanted, -(-n_red // MAX_ITERATIONS))
@@ -526,7 +528,7 @@ class OneLaunch:
         self.op, self.n_out = op, n_out
         self.strategy = _default_strategy(n_out, n_red, _unit(red))
         if self.strategy == "loop":  # a chunked loop takes two launches
-            self.fits = n_red <= MAX_ITERATIONS and _loop_chunks(n_out, n_red) == 1
+            self.fits = n_red <= MAX_ITERATIONS and _loop_chunks(n_out, n_red, _unit(red)) == 1
         else:
             self.fits = n_red <= FUSED_MAX_RUN
         self.dims = (len(kept[0]), len(red[0]))
