@@ -139,7 +139,7 @@ class CudaBackend(JitBackend):
                            ) -> tuple[JitTensor, JitTensor, JitTensor]:
         if flash.fits(q, k, v, mask):
             out, grad = (x if flash.readable(x) else self.contiguous(x) for x in (out, grad))
-            if flash.backward_fits(q, k, v, mask, out, lse, grad):
+            if flash.backward_fits(out, lse, grad):
                 return flash.attention_backward(q, k, v, mask, out, lse, grad, scale, causal)
         return super().attention_backward(q, k, v, mask, out, lse, grad, scale, causal, dtype)
 

@@ -31,7 +31,7 @@ import numpy as np
 from burnish.backend.attention_ops import masked_score
 from burnish.dtype import get_dtype
 from burnish.jit import ir
-from burnish.jit.tensor import JitTensor, numel
+from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 #: The kernels' source; constants are defined in front of it per shape (``_source``).
 SOURCE = (Path(__file__).parent / "flash_kernels.cu").read_text()
@@ -71,21 +71,11 @@ def fits(q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor | None) -> bo
     return properties["major"] * 10 + properties["minor"] >= MIN_CAPABILITY
 
 
-def backward_fits(q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor | None,
-                  out: JitTensor, lse: JitTensor, grad: JitTensor) -> bool:
-    """``fits``, and ``out``/``grad`` readable, ``lse`` plain float32 (what ``attention``
-    returned: the kernels index it from its start)."""
-    return (fits(q, k, v, mask) and readable(out) and readable(grad)
-            and lse.dtype.name == "float32" and lse.offset == 0
-            and lse.strides == _plain(lse.shape))
-
-
-def _plain(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return tuple(reversed(strides))
+def backward_fits(out: JitTensor, lse: JitTensor, grad: JitTensor) -> bool:
+    """For a backward whose q, k, v and mask ``fits``: ``out`` and ``grad`` readable, ``lse``
+    plain float32 (what ``attention`` returned: the kernels index it from its start)."""
+    return (readable(out) and readable(grad) and lse.dtype.name == "float32"
+            and lse.offset == 0 and lse.strides == contiguous_strides(lse.shape))
 
 
 def _operand(x: JitTensor) -> list[int]:

@@ -353,8 +353,9 @@ def _run(op: str, x: JitTensor, out_shape: tuple[int, ...], kept, red, n_out: in
     """Computes the reduction; with ``plan_as``, a reduction done in one launch is remembered
     under that signature, to be launched again without the planning (``_replay``)."""
     outs = [_alloc(x, out_shape, d) for d in _out_dtypes(op, x.dtype)]
-    if strategy == "loop" and _loop_chunks(n_out, n_red, _unit(red)) > 1:
-        return _run_chunked_loop(op, x, outs, kept, red, n_out, n_red)
+    loop_chunks = _loop_chunks(n_out, n_red, _unit(red)) if strategy == "loop" else 1
+    if loop_chunks > 1:
+        return _run_chunked_loop(op, x, outs, kept, red, n_out, n_red, loop_chunks)
     single = strategy == "loop" and n_red <= MAX_ITERATIONS
     if single or _chunks(n_out, n_red) == 1:
         launched = _launch(op, x, None, outs, kept, red, n_out, n_red, n_red,
@@ -382,11 +383,11 @@ def _run(op: str, x: JitTensor, out_shape: tuple[int, ...], kept, red, n_out: in
 
 
 def _run_chunked_loop(op: str, x: JitTensor, outs: list[JitTensor], kept, red, n_out: int,
-                      n_red: int) -> list[JitTensor]:
-    """The loop strategy in two passes: per (output, chunk) states, then per output their
-    combination."""
+                      n_red: int, chunks: int) -> list[JitTensor]:
+    """The loop strategy in two passes: per (output, chunk) states for about ``chunks``
+    chunks, then per output their combination."""
     acc = _Accumulator(op, ir.compute_type(x.dtype))
-    chunk = -(-n_red // _loop_chunks(n_out, n_red, _unit(red)))
+    chunk = -(-n_red // chunks)
     chunks = -(-n_red // chunk)
     partials = [_alloc(x, (n_out, chunks), get_dtype(_TYPE_DTYPE[ty])) for ty in acc.types]
     _launch(op, x, None, partials, kept, red, n_out, n_red, n_red, "loop", "partial", chunks,
