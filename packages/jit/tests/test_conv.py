@@ -96,3 +96,89 @@ def test_conv_matches_numpy(jit_backend, case, chunk, monkeypatch):
     else:
         out = functional.conv(xt, wt, bt, stride, padding, dilation, groups)
     np.testing.assert_allclose(out.to_numpy(), expected, rtol=0, atol=0)
+
+
+# Products large enough for the implicit kernels, forward, input gradient and weight gradient
+# alike (the explicit form must agree).
+IMPLICIT_CASES = {
+    "1d": ((4, 32, 64), (32, 16, 3), (2,), (1,), (2,), 2, None, False),
+    "2d": ((2, 16, 9, 10), (24, 16, 3, 3), (1, 2), (1, 1), (1, 1), 1, None, True),
+    "2d groups dilation": ((2, 64, 12, 12), (64, 16, 3, 3), (2, 1), (2, 0), (2, 1), 4, None,
+                           False),
+    "3d": ((2, 16, 6, 5, 6), (20, 16, 2, 3, 2), (1, 2, 1), (1, 0, 1), (2, 1, 1), 1, None,
+           False),
+    "transposed 2d": ((2, 16, 5, 6), (16, 20, 3, 2), (2, 3), (1, 0), (2, 1), 1, (1, 0), True),
+    "transposed 1d groups": ((3, 32, 40), (32, 16, 3), (3,), (1,), (2,), 2, (1,), False),
+}
+
+
+def _integers(rng, shape):
+    return rng.integers(-3, 4, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", list(IMPLICIT_CASES))
+def test_implicit_conv_matches_numpy(jit_backend, case, monkeypatch):
+    """The implicit kernels (no patch matrix) give NumPy's values, forward and, through
+    autodiff, for the input and weight gradients, as the explicit form does."""
+    import burnish
+
+    x_shape, w_shape, stride, padding, dilation, groups, output_padding, swapped = \
+        IMPLICIT_CASES[case]
+    transposed = output_padding is not None
+    rng = np.random.default_rng(1)
+    x, w = _integers(rng, x_shape), _integers(rng, w_shape)
+    bias = _integers(rng, w_shape[1] * groups if transposed else w_shape[0])
+    expected = reference(x, w, bias, stride, padding, dilation, groups, output_padding)
+    grad_out = _integers(rng, expected.shape)
+    device = burnish.backend(f"autodiff+{jit_backend.name}").default_device()
+
+    def run():
+        if swapped:
+            xt = Tensor.from_numpy(np.ascontiguousarray(x.swapaxes(-1, -2)), device)
+            xt = xt.swap_dims(-1, -2).require_grad()
+        else:
+            xt = Tensor.from_numpy(x, device).require_grad()
+        wt = Tensor.from_numpy(w, device).require_grad()
+        bt = Tensor.from_numpy(bias, device)
+        if transposed:
+            out = functional.conv_transpose(xt, wt, bt, stride, padding, output_padding,
+                                            dilation, groups)
+        else:
+            out = functional.conv(xt, wt, bt, stride, padding, dilation, groups)
+        grads = (out * Tensor.from_numpy(grad_out, device)).sum().backward()
+        return out.to_numpy(), xt.grad(grads).to_numpy(), wt.grad(grads).to_numpy()
+
+    monkeypatch.setenv("BURNISH_AUTOTUNE", "0")  # one tiling each: compiling is the cost here
+    launched = []
+    original = conv_kernels._implicit_fits
+    monkeypatch.setattr(conv_kernels, "_implicit_fits",
+                        lambda *a: launched.append(a) or original(*a))
+    out, x_grad, w_grad = run()
+    assert launched and all(original(*a) for a in launched), "the implicit kernels did not run"
+    np.testing.assert_allclose(out, expected, rtol=0, atol=0)
+    monkeypatch.setattr(conv_kernels, "IMPLICIT", False)
+    explicit = run()
+    np.testing.assert_allclose(out, explicit[0], rtol=0, atol=0)
+    np.testing.assert_allclose(x_grad, explicit[1], rtol=0, atol=0)
+    np.testing.assert_allclose(w_grad, explicit[2], rtol=0, atol=0)
+
+
+def test_implicit_weight_grad_splits_long_inner_dims(jit_backend, monkeypatch):
+    """A weight gradient over many positions is summed in runs by several workgroups, then
+    added up: the runs' edges (a run ending mid-sample, the last run short) lose nothing."""
+    device = jit_backend.default_device()
+    rng = np.random.default_rng(2)
+    x, g = _integers(rng, (3, 16, 13, 11)), _integers(rng, (3, 32, 13, 11))
+    monkeypatch.setattr(conv_kernels, "MIN_RUN", 64)
+    monkeypatch.setenv("BURNISH_AUTOTUNE", "0")
+    xt, gt = Tensor.from_numpy(x, device), Tensor.from_numpy(g, device)
+    got = jit_backend.conv_weight_grad(xt.primitive, gt.primitive, (3, 3), (1, 1), (1, 1),
+                                       (1, 1), 1)
+    padded = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)])
+    reference_grad = np.zeros((32, 16, 3, 3), np.float32)
+    for i in range(3):
+        for j in range(3):
+            reference_grad[:, :, i, j] = np.einsum("bohw,bchw->oc", g,
+                                                   padded[:, :, i:i + 13, j:j + 11])
+    np.testing.assert_allclose(Tensor.from_primitive(got, device, "float32").to_numpy(),
+                               reference_grad, rtol=0, atol=0)

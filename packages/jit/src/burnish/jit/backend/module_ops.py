@@ -24,6 +24,12 @@ class JitModuleOps(ModuleOps):
         return conv_kernels.conv_transpose(x, weight, bias, stride, padding, output_padding,
                                            dilation, groups)
 
+    def conv_weight_grad(self, x, grad, kernel, stride, padding, dilation, groups):
+        out = conv_kernels.conv_weight_grad(x, grad, kernel, stride, padding, dilation, groups)
+        if out is None:  # too small for the implicit kernel: the protocol's grouped convolution
+            return super().conv_weight_grad(x, grad, kernel, stride, padding, dilation, groups)
+        return out
+
     def avg_pool(self, x, kernel, stride, padding, count_include_pad, ceil_mode):
         return pool_kernels.avg_pool(x, kernel, stride, padding, count_include_pad, ceil_mode)
 

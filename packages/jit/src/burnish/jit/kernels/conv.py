@@ -1,4 +1,16 @@
-"""Convolutions over 1, 2 or 3 spatial dims as GEMM: a gather kernel builds the patch matrix
+"""Convolutions over 1, 2 or 3 spatial dims as GEMM.
+
+Implicit GEMM (every product large enough for the tiled kernel): the tiled matmul kernel of
+``kernels.matmul`` reads its operands through loaders that find each patch element in the
+input where it lies, so no patch matrix is ever built. A convolution is, per group, the
+weights ``[out / groups, in / groups * taps]`` times the patches ``[in / groups * taps, batch *
+positions]`` (the whole batch is one wide product, so deep layers with few positions still
+fill whole tiles), stored straight into ``[batch, out, *out]`` with the bias added. The weight
+gradient is, per group, the output's gradient ``[out / groups, batch * positions]`` times the
+patches read the other way round ``[batch * positions, in / groups * taps]``: a long inner dim,
+split into runs that workgroups sum side by side, then added up by a reduction.
+
+Small products keep the explicit form: a gather kernel builds the patch matrix
 (im2col), the tuned matmul multiplies the weights by it and adds the bias before its one
 rounding. A transposed convolution gathers too: output position ``y`` takes input
 ``(y + padding - tap * dilation) / stride`` where that divides exactly, which is the
@@ -15,11 +27,14 @@ the product lands as ``[batch, out_channels, *out]`` with no copy. Large batches
 from __future__ import annotations
 
 import math
+import os
 
-from burnish.jit import ir
+from burnish.jit import autotune, ir
 from burnish.jit.builder import KernelBuilder
+from burnish.jit.kernels import matmul as mm
 from burnish.jit.kernels.elementwise import WORKGROUP, plain
 from burnish.jit.kernels.matmul import matmul
+from burnish.jit.kernels.reduce import reduce
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 Dims = tuple[int, ...]
@@ -96,6 +111,9 @@ def _gemm(x: JitTensor, matrix: JitTensor, bias: JitTensor | None, groups: int, 
         return out
     if bias is not None:
         bias = plain(bias)
+    if _implicit_forward(x, matrix, bias, out, groups, kernel, stride, padding, dilation,
+                         out_size, transposed):
+        return out
     step = max(1, COLUMN_LIMIT // max(1, channels * taps * positions))
     for start in range(0, batch, step):
         count = min(step, batch - start)
@@ -209,3 +227,244 @@ def _columns_kernel(dtype: str, spatial: int, transposed: bool) -> ir.Kernel:
 
     visit(0, base, ir.lift(True, "bool"))
     return k.build()
+
+
+# -- implicit GEMM ---------------------------------------------------------------------------
+
+#: ``BURNISH_JIT_IMPLICIT_CONV=0`` turns the implicit kernels off (every convolution then
+#: builds its patch matrix): for comparisons.
+IMPLICIT = os.environ.get("BURNISH_JIT_IMPLICIT_CONV", "1").lower() not in (
+    "0", "false", "off", "no")
+
+#: The implicit kernels' words follow the matmul's words for one batch dim (the groups) and
+#: the two of a split: positions and taps per sample, the input's sample and channel strides,
+#: the output's channels, the gradient's sample stride; then PER_DIM_I words per spatial dim.
+CONV_AT = mm.BATCH_AT + 3 + 2
+I_POSITIONS, I_TAPS, I_X_SB, I_X_SC, I_OUT_CHANNELS, I_G_SB = range(6)
+HEAD_I = 6
+I_IN, I_OUT, I_KERNEL, I_STRIDE, I_PADDING, I_DILATION, I_X_STRIDE = range(7)
+PER_DIM_I = 7
+
+#: A weight gradient's inner dim (batch * positions) is split into runs of at least
+#: ``MIN_RUN`` until about ``SPLIT_TARGET`` workgroups share it.
+SPLIT_TARGET = 512
+MIN_RUN = 512
+
+
+def _implicit_fits(m: int, n: int, inner: int) -> bool:
+    """Whether a convolution's product takes the implicit kernels: those the tiled matmul
+    would take (smaller ones build their small patch matrix)."""
+    return IMPLICIT and min(m, n) >= mm.MIN_TILED and m * n * inner >= mm.MIN_TILED_WORK
+
+
+def _spatial_words(x: JitTensor, out_size: Dims, kernel: Dims, stride: Dims, padding: Dims,
+                   dilation: Dims) -> list[int]:
+    words: list[int] = []
+    for d in range(len(kernel)):
+        words += [x.shape[2 + d], out_size[d], kernel[d], stride[d], padding[d], dilation[d],
+                  x.strides[2 + d]]
+    return words
+
+
+def _implicit_forward(x: JitTensor, matrix: JitTensor, bias: JitTensor | None, out: JitTensor,
+                      groups: int, kernel: Dims, stride: Dims, padding: Dims, dilation: Dims,
+                      out_size: Dims, transposed: bool) -> bool:
+    """``out`` = ``matrix`` times ``x``'s patches (plus ``bias``) through the implicit tiled
+    kernel; False (nothing run) where the product is too small for it."""
+    batch, channels = x.shape[:2]
+    _, m, inner = matrix.shape
+    positions = math.prod(out_size)
+    n = batch * positions
+    if not _implicit_fits(m, n, inner):
+        return False
+    runtime, spatial = x.runtime, len(kernel)
+    info = [m, n, inner, 0, 0, matrix.offset, matrix.strides[1], matrix.strides[2], x.offset,
+            0, 0, out.offset, groups, 0, groups, matrix.strides[0],
+            channels // groups * x.strides[1], 0, 0,
+            positions, math.prod(kernel), x.strides[0], x.strides[1], groups * m, 0]
+    info += _spatial_words(x, out_size, kernel, stride, padding, dilation)
+    base = (x.dtype.name, 1, (False, True, False, True), bias is not None)
+    loaders = (None, _patch_loader(spatial, transposed))
+    buffers = [out.buffer, matrix.buffer, x.buffer] + ([bias.buffer] if bias is not None else [])
+
+    def run(name: str | None = None) -> None:
+        tiling = mm._BY_NAME[name or mm._candidates(m, n)[0]]
+        words = list(info)
+        words[mm.TILES_M], words[mm.TILES_N] = -(-m // tiling.tm), -(-n // tiling.tn)
+        runtime.launch(("conv_implicit", tiling, *base, spatial, transposed),
+                       lambda: mm._tiled_kernel(tiling, *base, epilogue=_ConvStore(),
+                                                loaders=loaders),
+                       buffers, words, groups=groups * words[mm.TILES_M] * words[mm.TILES_N])
+
+    key = (f"conv/{x.dtype.name}/{spatial}d{'/t' if transposed else ''}"
+           f"{'/bias' if bias is not None else ''}/"
+           f"{autotune.shape_class(groups, m, n, inner)}")
+    run(autotune.choose(runtime.device_name, key, mm._candidates(m, n), run, runtime.sync))
+    return True
+
+
+def conv_weight_grad(x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims, padding: Dims,
+                     dilation: Dims, groups: int) -> JitTensor | None:
+    """The gradient of ``conv(x, weight, ...)`` with respect to ``weight`` ``[out, in / groups,
+    *kernel]`` for the output's gradient ``grad`` through the implicit tiled kernel, its inner
+    dim (batch * positions) split into runs summed side by side and then added up; None where
+    the product is too small for it."""
+    batch, channels = x.shape[:2]
+    out_channels, out_size = grad.shape[1], tuple(grad.shape[2:])
+    positions, taps = math.prod(out_size), math.prod(kernel)
+    m, n, inner = out_channels // groups, channels // groups * taps, batch * positions
+    if not _implicit_fits(m, n, inner):
+        return None
+    runtime, spatial, dtype = x.runtime, len(kernel), x.dtype
+    grad = plain(grad)
+    info = [m, n, inner, 0, 0, grad.offset, 0, 0, x.offset, 0, 0, 0, groups, 0, groups,
+            m * positions, channels // groups * x.strides[1], 0, groups,
+            positions, taps, x.strides[0], x.strides[1], out_channels,
+            out_channels * positions]
+    info += _spatial_words(x, out_size, kernel, stride, padding, dilation)
+    base = (dtype.name, 1, (False, True, True, False), False)
+    loaders = (_gradient_loader, _patch_rows_loader(spatial))
+    itemsize = runtime.generator.storage_numpy(dtype.name).itemsize
+
+    def run(name: str | None = None) -> tuple[JitTensor, int]:
+        """Launch with tiling ``name``: the partial sums ``[runs, out, n]`` and their count."""
+        tiling = mm._BY_NAME[name or mm._candidates(m, n)[0]]
+        tiles_m, tiles_n = -(-m // tiling.tm), -(-n // tiling.tn)
+        tiles = groups * tiles_m * tiles_n
+        runs = max(1, min(_ceil(SPLIT_TARGET, tiles), inner // MIN_RUN))
+        run_length = _ceil(_ceil(inner, runs), tiling.tk) * tiling.tk
+        runs = _ceil(inner, run_length)
+        shape = (runs, out_channels, n)
+        partial = JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape, dtype,
+                            x.device, runtime)
+        words = list(info)
+        words[mm.TILES_M], words[mm.TILES_N] = tiles_m, tiles_n
+        words[mm.SPLIT_AT + 3] = run_length
+        runtime.launch(("conv_weight_grad", tiling, *base, spatial),
+                       lambda: mm._tiled_kernel(tiling, *base, loaders=loaders, split=True),
+                       [partial.buffer, grad.buffer, x.buffer], words,
+                       groups=runs * tiles)
+        return partial, runs
+
+    key = f"conv_weight_grad/{dtype.name}/{spatial}d/{autotune.shape_class(groups, m, n, inner)}"
+    partial, runs = run(autotune.choose(runtime.device_name, key, mm._candidates(m, n),
+                                        lambda name: run(name), runtime.sync))
+    if runs > 1:
+        flat = partial.view((runs, out_channels * n), (out_channels * n, 1), partial.offset)
+        partial = reduce("sum", flat, 0)[0]
+    shape = (out_channels, channels // groups, *kernel)
+    return partial.view(shape, contiguous_strides(shape), partial.offset)
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _word(k: KernelBuilder, field: int) -> ir.Expr:
+    return k.info(CONV_AT + field)
+
+
+def _dim(k: KernelBuilder, d: int, field: int) -> ir.Expr:
+    return k.info(CONV_AT + HEAD_I + d * PER_DIM_I + field)
+
+
+def _coords(k: KernelBuilder, index: ir.Expr, spatial: int, field: int) -> list[ir.Expr]:
+    """``index``'s row-major coordinates over the spatial dims sized by word ``field``."""
+    coords: list[ir.Expr] = [index] * spatial
+    rest = index
+    for d in reversed(range(1, spatial)):
+        coords[d] = k.let(rest % _dim(k, d, field), "o")
+        rest = k.let(rest / _dim(k, d, field), "rest")
+    coords[0] = rest
+    return coords
+
+
+def _input_at(k: KernelBuilder, d: int, start: ir.Expr, tap: ir.Expr,
+              transposed: bool) -> tuple[ir.Expr, ir.Expr]:
+    """Dim ``d``'s input coordinate for the output coordinate whose first tap is ``start``
+    (convolution: ``o * stride - padding``; transposed: ``o + padding``) and ``tap``, and
+    whether it holds an input element."""
+    if not transposed:
+        i = k.let(start + tap * _dim(k, d, I_DILATION), "i")
+        return i, (i >= 0).and_(i < _dim(k, d, I_IN))
+    num = k.let(start - tap * _dim(k, d, I_DILATION), "num")
+    whole = k.let(ir.select(num >= 0, num, 0), "num")  # never divide a negative number
+    q = k.let(whole / _dim(k, d, I_STRIDE), "q")
+    ok = (num >= 0).and_((whole - q * _dim(k, d, I_STRIDE)).eq(0)).and_(q < _dim(k, d, I_IN))
+    return q, ok
+
+
+def _patch_loader(spatial: int, transposed: bool) -> mm.Loader:
+    """Column ``gn`` (sample, output position) of the patch matrix, row ``gk`` (channel,
+    tap): where in ``x`` it lies, and whether it is not padding (or, transposed, a
+    position between strided inputs)."""
+
+    def loader(k: KernelBuilder, base: ir.Expr, gn: ir.Expr):
+        positions = _word(k, I_POSITIONS)
+        at = k.let(base + (gn / positions) * _word(k, I_X_SB), "at")
+        starts = []
+        for d, o in enumerate(_coords(k, gn % positions, spatial, I_OUT)):
+            first = (o + _dim(k, d, I_PADDING) if transposed
+                     else o * _dim(k, d, I_STRIDE) - _dim(k, d, I_PADDING))
+            starts.append(k.let(first, "q"))
+
+        def read(gk: ir.Expr) -> tuple[ir.Expr, ir.Expr | None]:
+            taps = _word(k, I_TAPS)
+            address = at + (gk / taps) * _word(k, I_X_SC)
+            valid: ir.Expr | None = None
+            for d, tap in enumerate(_coords(k, gk % taps, spatial, I_KERNEL)):
+                i, ok = _input_at(k, d, starts[d], tap, transposed)
+                address = address + i * _dim(k, d, I_X_STRIDE)
+                valid = ok if valid is None else valid.and_(ok)
+            return address, valid
+
+        return read
+
+    return loader
+
+
+def _gradient_loader(k: KernelBuilder, base: ir.Expr, gm: ir.Expr):
+    """Row ``gm`` (output channel) of the gradient ``[out, batch * positions]`` read from the
+    plain ``[batch, out, *out_size]``."""
+    positions = _word(k, I_POSITIONS)
+    at = k.let(base + gm * positions, "at")
+    return lambda gk: (at + (gk / positions) * _word(k, I_G_SB) + gk % positions, None)
+
+
+def _patch_rows_loader(spatial: int) -> mm.Loader:
+    """Column ``gn`` (channel, tap) of the patches read as ``[batch * positions, in / groups
+    * taps]``, row ``gk`` (sample, output position)."""
+
+    def loader(k: KernelBuilder, base: ir.Expr, gn: ir.Expr):
+        taps = _word(k, I_TAPS)
+        at = k.let(base + (gn / taps) * _word(k, I_X_SC), "at")
+        offsets = [k.let(t * _dim(k, d, I_DILATION) - _dim(k, d, I_PADDING), "q")
+                   for d, t in enumerate(_coords(k, gn % taps, spatial, I_KERNEL))]
+
+        def read(gk: ir.Expr) -> tuple[ir.Expr, ir.Expr | None]:
+            positions = _word(k, I_POSITIONS)
+            address = at + (gk / positions) * _word(k, I_X_SB)
+            valid: ir.Expr | None = None
+            for d, o in enumerate(_coords(k, gk % positions, spatial, I_OUT)):
+                i = k.let(o * _dim(k, d, I_STRIDE) + offsets[d], "i")
+                ok = (i >= 0).and_(i < _dim(k, d, I_IN))
+                address = address + i * _dim(k, d, I_X_STRIDE)
+                valid = ok if valid is None else valid.and_(ok)
+            return address, valid
+
+        return read
+
+    return loader
+
+
+class _ConvStore(mm.Epilogue):
+    """Stores column (sample, position) of group ``batch``'s row ``row`` at ``[sample,
+    channel, position]`` of the plain output, with the channel's bias."""
+
+    def store(self, k: KernelBuilder, acc: ir.Expr, batch: ir.Expr, row: ir.Expr,
+              col: ir.Expr, index: ir.Expr) -> None:
+        positions = _word(k, I_POSITIONS)
+        channel = k.let(batch * k.info(mm.M) + row, "ch")
+        value = acc if self.bias is None else acc + self.bias[channel]
+        at = ((col / positions) * _word(k, I_OUT_CHANNELS) + channel) * positions
+        k.store(self.out, k.info(mm.OUT_OFF) + at + col % positions, value)

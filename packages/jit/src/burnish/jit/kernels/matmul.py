@@ -10,6 +10,7 @@ the same as wrapping at every step); half floats accumulate in float32 and round
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from burnish.jit import autotune, ir, lazy
@@ -65,6 +66,9 @@ SPLIT_LANES = 32
 # info layout shared by the kernels; the batch shape and strides follow at BATCH_AT.
 M, N, K, TILES_M, TILES_N, A_OFF, A_SM, A_SK, B_OFF, B_SK, B_SN, OUT_OFF, GROUPS, TOTAL = range(14)
 BATCH_AT = 14
+#: A split kernel's two words (the inner run's length, the batch count) follow the batch words:
+#: at ``SPLIT_AT + 3 * batch rank``.
+SPLIT_AT = BATCH_AT
 
 
 def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: int = 1,
@@ -345,8 +349,19 @@ def _split_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: boo
 PITCH_PAD = 4
 
 
+#: How a tiled kernel reads an operand: ``loader(k, base, index)`` is called once per element
+#: of the tile copy an invocation makes, with the batch's base offset and the element's fixed
+#: row (``a``) or column (``b``); it returns ``read(gk)``, the element's address at inner
+#: position ``gk`` and a bool saying whether it holds a value (None: always), beyond the
+#: kernel's own row, column and inner bounds. Convolutions read their patches through one.
+Loader = Callable[[KernelBuilder, ir.Expr, ir.Expr],
+                  Callable[[ir.Expr], tuple[ir.Expr, ir.Expr | None]]]
+
+
 def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...],
-                  has_bias: bool, epilogue: Epilogue | None = None) -> ir.Kernel:
+                  has_bias: bool, epilogue: Epilogue | None = None,
+                  loaders: tuple[Loader | None, Loader | None] = (None, None),
+                  split: bool = False) -> ir.Kernel:
     """A workgroup per ``tm x tn`` output tile, stepping through K ``tk`` at a time: the
     workgroup copies an ``tm x tk`` tile of ``a`` and a ``tk x tn`` tile of ``b`` into
     workgroup memory (zeros past the edges), then every invocation multiplies them into its
@@ -354,7 +369,13 @@ def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...
     neighbouring words, which device compilers merge into wide workgroup-memory loads (on an
     H100 this layout ran up to 1.3x faster than interleaved rows). The next step's tiles are
     fetched into registers before this step's products, so memory latency hides behind
-    arithmetic."""
+    arithmetic.
+
+    ``loaders`` replace the strided reads of ``a`` and ``b`` (``layout`` then only picks the
+    order of the tile copies). With ``split``, the inner dim is split into runs of
+    ``info[SPLIT_AT]`` (a multiple of ``tk``) and the batch index counts (run, batch) over
+    ``info[SPLIT_AT + 1]`` batches: each workgroup sums one run, stored at its place in
+    ``[runs, *batch, M, N]`` for a reduction to add up."""
     tm, tn, tk, rm, rn = tiling.tm, tiling.tn, tiling.tk, tiling.rm, tiling.rn
     threads = tiling.threads
     cols_per = tn // rn  # invocations across a tile's columns
@@ -378,36 +399,51 @@ def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...
     tile_n = k.let(group % k.info(TILES_N), "tn")
     rest = k.let(group / k.info(TILES_N), "r")
     tile_m = k.let(rest % k.info(TILES_M), "tm")
-    batch = k.let(rest / k.info(TILES_M), "batch")
+    stored = k.let(rest / k.info(TILES_M), "batch")  # the batch, or (run, batch) when split
+    batch, k_begin, k_end = stored, ir.lift(0, "i32"), k_size
+    if split:
+        run_length, batches = k.info(SPLIT_AT + 3 * ndim), k.info(SPLIT_AT + 3 * ndim + 1)
+        batch = k.let(stored % batches, "b")
+        k_begin = k.let((stored / batches) * run_length, "k0")
+        k_end = k.let(ir.call("min", k_size, k_begin + run_length), "k1")
     m0 = k.let(tile_m * tm, "m0")
     n0 = k.let(tile_n * tn, "n0")
     a_base, b_base = _batch_bases(k, batch, ndim)
 
+    def strided(index_stride: ir.Expr, k_stride: ir.Expr, index_unit: bool,
+                k_unit: bool) -> Loader:
+        def loader(k: KernelBuilder, base: ir.Expr, index: ir.Expr):
+            at = k.let(base + _scaled(index, index_stride, index_unit), "at")
+            return lambda gk: (at + _scaled(gk, k_stride, k_unit), None)
+        return loader
+
+    a_loader = loaders[0] or strided(a_sm, a_sk, layout[0], layout[1])
+    b_loader = loaders[1] or strided(b_sn, b_sk, layout[3], layout[2])
+
     # Each invocation's share of the tile copies: fixed positions in the tile, so their
     # addresses and row/column checks are computed once; each step only adds k0.
-    loads = []  # (buffer, tile, tile index, address at k0 = 0, k-stride, unit, k in tile, ok)
+    loads = []  # (buffer, tile, tile index, read, k in tile, ok)
     for step in range(tm * tk // threads):
         e = t + step * threads
         mm, kk = (e / tk, e % tk) if layout[1] or not layout[0] else (e % tm, e / tm)
-        gm = m0 + mm
-        at = k.let(a_base + _scaled(gm, a_sm, layout[0]), "aat")
-        loads.append((a, a_tile, k.let(kk * a_pitch + mm, "ai"), at, a_sk, layout[1],
+        gm = k.let(m0 + mm, "gm")
+        loads.append((a, a_tile, k.let(kk * a_pitch + mm, "ai"), a_loader(k, a_base, gm),
                       k.let(kk, "ak"), k.let(gm < m_size, "aok")))
     for step in range(tk * tn // threads):
         e = t + step * threads
         kk, nn = (e / tn, e % tn) if layout[3] or not layout[2] else (e % tk, e / tk)
-        gn = n0 + nn
-        at = k.let(b_base + _scaled(gn, b_sn, layout[3]), "bat")
-        loads.append((b, b_tile, k.let(kk * b_pitch + nn, "bi"), at, b_sk, layout[2],
+        gn = k.let(n0 + nn, "gn")
+        loads.append((b, b_tile, k.let(kk * b_pitch + nn, "bi"), b_loader(k, b_base, gn),
                       k.let(kk, "bk"), k.let(gn < n_size, "bok")))
     staged = [k.let(ir.lift(0, ty), "g", ty) for _ in loads]
 
     def fetch(k0: ir.Expr) -> None:
         """The tiles at ``k0`` into registers (zeros past the edges)."""
-        for reg, (buf, _, _, at, k_stride, unit, kk, ok) in zip(staged, loads):
-            gk = k0 + kk
-            inside = k.let(ok.and_(gk < k_size), "in")
-            address = at + _scaled(gk, k_stride, unit)
+        for reg, (buf, _, _, read, kk, ok) in zip(staged, loads):
+            gk = k.let(k0 + kk, "gk")
+            address, valid = read(gk)
+            inside = ok.and_(gk < k_end)
+            inside = k.let(inside if valid is None else inside.and_(valid), "in")
             k.assign(reg, ir.select(inside, buf[ir.select(inside, address, 0)], 0))
 
     rows = [ty_ * rm + i for i in range(rm)]
@@ -418,8 +454,8 @@ def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...
     a_rows = [k.let(r, "ar") for r in rows]
     b_cols = [k.let(c, "bc") for c in cols]
 
-    fetch(ir.lift(0, "i32"))
-    with k.for_(0, k_size, tk, name="k0") as k0:
+    fetch(k_begin)
+    with k.for_(k_begin, k_end, tk, name="k0") as k0:
         for reg, (_, tile, index, *_rest) in zip(staged, loads):
             k.shared_store(tile, index, reg)
         k.barrier()
@@ -436,7 +472,7 @@ def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...
                     k.assign(acc[i][j], acc[i][j] + a_regs[i] * b_regs[j])
         k.barrier()
 
-    out_base = k.let(batch * m_size * n_size, "o")
+    out_base = k.let(stored * m_size * n_size, "o")
     for i in range(rm):
         row = k.let(m0 + a_rows[i], "row")
         with k.if_(row < m_size):
