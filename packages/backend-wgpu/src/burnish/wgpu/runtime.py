@@ -203,6 +203,57 @@ class WgpuRuntime(Runtime):
         else:
             self._count()
 
+    def replayer(self, commands: Sequence[tuple]):
+        """A capture's commands encoded again on every replay (WebGPU's command buffers run
+        once), with all that can be made once made once: each launch's metadata buffer and
+        bind group. Consecutive launches share one compute pass, and the work goes to the
+        queue every ``SUBMIT_EVERY`` launches (the GPU starts while the rest is encoded)
+        rather than after every large launch, as eager launches go."""
+        steps: list[tuple] = []  # (pipeline, bind group, grid) or (function, arguments)
+        for command in commands:
+            if command[0] != "launch":
+                steps.append(self.program([command])[0])
+                continue
+            (pipeline, layout), handles, info, groups = command[1:]
+            info_buffer = self.device.create_buffer_with_data(data=info,
+                                                              usage=wgpu.BufferUsage.STORAGE)
+            entries = [{"binding": i, "resource": {"buffer": h}} for i, h in enumerate(handles)]
+            entries.append({"binding": len(handles), "resource": {"buffer": info_buffer}})
+            steps.append((pipeline, self.device.create_bind_group(layout=layout,
+                                                                  entries=entries), groups))
+        copy = type(self).copy.__get__(self)
+
+        @_locked
+        def replay(runtime: WgpuRuntime, copies: Sequence[tuple]) -> None:
+            for src, dst, start, end, _ in copies:
+                copy(src, start, dst, start, end - start)
+            compute, launched = None, 0
+            try:
+                for step in steps:
+                    if len(step) == 2:  # a write or copy: outside any compute pass
+                        if compute is not None:
+                            compute.end()
+                            compute = None
+                        step[0](*step[1])
+                        continue
+                    if compute is None:
+                        compute = runtime._encoder_now().begin_compute_pass()
+                    compute.set_pipeline(step[0])
+                    compute.set_bind_group(0, step[1])
+                    compute.dispatch_workgroups(*step[2])
+                    launched += 1
+                    if launched % SUBMIT_EVERY == 0:
+                        compute.end()
+                        compute = None
+                        runtime.flush()
+            finally:
+                if compute is not None:
+                    compute.end()
+                runtime.launches += launched
+            runtime.flush()
+
+        return lambda copies: replay(self, copies)
+
     def _remember(self, cache: OrderedDict, key: Any, value: Any) -> None:
         """Keep ``value`` in ``cache``; the oldest entry beyond ``CACHED`` is let go once the
         work recorded so far is submitted."""
