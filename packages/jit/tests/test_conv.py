@@ -11,6 +11,8 @@ import pytest
 
 from burnish import Tensor, functional
 from burnish.jit.kernels import conv as conv_kernels
+from burnish.jit.kernels import matmul as matmul_kernels
+from burnish.jit.kernels.matmul import TILINGS
 
 # x shape, weight shape, stride, padding, dilation, groups, output padding (transposed only),
 # whether x is handed over with its last two dims swapped (a strided view).
@@ -120,6 +122,19 @@ def _integers(rng, shape):
 def test_implicit_conv_matches_numpy(jit_backend, case, monkeypatch):
     """The implicit kernels (no patch matrix) give NumPy's values, forward and, through
     autodiff, for the input and weight gradients, as the explicit form does."""
+    _check_implicit(jit_backend, case, monkeypatch)
+
+
+@pytest.mark.parametrize("case", ["2d", "transposed 2d"])
+@pytest.mark.parametrize("tiling", [t.name for t in TILINGS[1:]])
+def test_implicit_conv_every_tiling(jit_backend, tiling, case, monkeypatch):
+    """Each tile shape (its depth sets how far the loaders' running positions step, and
+    whether a step wraps past a whole kernel window) gives the same values."""
+    monkeypatch.setattr(matmul_kernels, "_candidates", lambda m, n: [tiling])
+    _check_implicit(jit_backend, case, monkeypatch)
+
+
+def _check_implicit(jit_backend, case, monkeypatch):
     import burnish
 
     x_shape, w_shape, stride, padding, dilation, groups, output_padding, swapped = \

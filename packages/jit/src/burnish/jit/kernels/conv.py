@@ -284,14 +284,15 @@ def _implicit_forward(x: JitTensor, matrix: JitTensor, bias: JitTensor | None, o
             positions, math.prod(kernel), x.strides[0], x.strides[1], groups * m, 0]
     info += _spatial_words(x, out_size, kernel, stride, padding, dilation)
     base = (x.dtype.name, 1, (False, True, False, True), bias is not None)
-    loaders = (None, _patch_loader(spatial, transposed))
+    unit_stride = all(st == 1 for st in stride)
     buffers = [out.buffer, matrix.buffer, x.buffer] + ([bias.buffer] if bias is not None else [])
 
     def run(name: str | None = None) -> None:
         tiling = mm._BY_NAME[name or mm._candidates(m, n)[0]]
         words = list(info)
         words[mm.TILES_M], words[mm.TILES_N] = -(-m // tiling.tm), -(-n // tiling.tn)
-        runtime.launch(("conv_implicit", tiling, *base, spatial, transposed),
+        loaders = (None, _patch_loader(spatial, transposed, unit_stride, tiling.tk))
+        runtime.launch(("conv_implicit", tiling, *base, spatial, transposed, unit_stride),
                        lambda: mm._tiled_kernel(tiling, *base, epilogue=_ConvStore(),
                                                 loaders=loaders),
                        buffers, words, groups=groups * words[mm.TILES_M] * words[mm.TILES_N])
@@ -323,7 +324,6 @@ def conv_weight_grad(x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims, 
             out_channels * positions]
     info += _spatial_words(x, out_size, kernel, stride, padding, dilation)
     base = (dtype.name, 1, (False, True, True, False), False)
-    loaders = (_gradient_loader, _patch_rows_loader(spatial))
     itemsize = runtime.generator.storage_numpy(dtype.name).itemsize
 
     def run(name: str | None = None) -> tuple[JitTensor, int]:
@@ -340,6 +340,7 @@ def conv_weight_grad(x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims, 
         words = list(info)
         words[mm.TILES_M], words[mm.TILES_N] = tiles_m, tiles_n
         words[mm.SPLIT_AT + 3] = run_length
+        loaders = (_gradient_loader(tiling.tk), _patch_rows_loader(spatial, tiling.tk))
         runtime.launch(("conv_weight_grad", tiling, *base, spatial),
                        lambda: mm._tiled_kernel(tiling, *base, loaders=loaders, split=True),
                        [partial.buffer, grad.buffer, x.buffer], words,
@@ -379,13 +380,52 @@ def _coords(k: KernelBuilder, index: ir.Expr, spatial: int, field: int) -> list[
     return coords
 
 
-def _input_at(k: KernelBuilder, d: int, start: ir.Expr, tap: ir.Expr,
-              transposed: bool) -> tuple[ir.Expr, ir.Expr]:
+class _Counter:
+    """An inner position ``gk`` as mixed-radix digits (``top``, then one per radix): set up by
+    division at the first inner position a tile copy reads, then advanced by the tile's depth
+    ``tk`` (whose digits are worked out once) with one carry per digit, so that no step of the
+    inner loop divides."""
+
+    def __init__(self, k: KernelBuilder, radices: list[ir.Expr], tk: int):
+        self.k, self.radices, self.tk = k, radices, tk
+        self.digits: list[ir.Var] | None = None
+        self.step: list[ir.Expr] = []
+
+    def _split(self, value: ir.Expr) -> list[ir.Expr]:
+        digits: list[ir.Expr] = []
+        rest = value
+        for radix in reversed(self.radices):
+            digits.insert(0, self.k.let(rest % radix, "d"))
+            rest = self.k.let(rest / radix, "rest")
+        return [rest, *digits]
+
+    def at(self, gk: ir.Expr) -> list[ir.Var]:
+        """The digits of ``gk``: the tile copy's first position on the first call (made before
+        the inner loop), the position ``tk`` further on each later call (made in the loop)."""
+        k = self.k
+        if self.digits is None:
+            self.digits = [k.let(d, "d") for d in self._split(gk)]
+            self.step = self._split(ir.lift(self.tk, "i32"))
+            return self.digits
+        carry: ir.Expr = ir.lift(0, "i32")
+        for j in reversed(range(1, len(self.digits))):
+            radix = self.radices[j - 1]
+            total = k.let(self.digits[j] + self.step[j] + carry, "sum")
+            over = k.let(total >= radix, "over")
+            k.assign(self.digits[j], ir.select(over, total - radix, total))
+            carry = ir.select(over, 1, 0, "i32")
+        k.assign(self.digits[0], self.digits[0] + self.step[0] + carry)
+        return self.digits
+
+
+def _input_at(k: KernelBuilder, d: int, start: ir.Expr, tap: ir.Expr, transposed: bool,
+              unit_stride: bool) -> tuple[ir.Expr, ir.Expr]:
     """Dim ``d``'s input coordinate for the output coordinate whose first tap is ``start``
     (convolution: ``o * stride - padding``; transposed: ``o + padding``) and ``tap``, and
-    whether it holds an input element."""
-    if not transposed:
-        i = k.let(start + tap * _dim(k, d, I_DILATION), "i")
+    whether it holds an input element. Transposed with unit strides, every tap lands on one."""
+    if not transposed or unit_stride:
+        sign = -1 if transposed else 1
+        i = k.let(start + sign * tap * _dim(k, d, I_DILATION), "i")
         return i, (i >= 0).and_(i < _dim(k, d, I_IN))
     num = k.let(start - tap * _dim(k, d, I_DILATION), "num")
     whole = k.let(ir.select(num >= 0, num, 0), "num")  # never divide a negative number
@@ -394,7 +434,7 @@ def _input_at(k: KernelBuilder, d: int, start: ir.Expr, tap: ir.Expr,
     return q, ok
 
 
-def _patch_loader(spatial: int, transposed: bool) -> mm.Loader:
+def _patch_loader(spatial: int, transposed: bool, unit_stride: bool, tk: int) -> mm.Loader:
     """Column ``gn`` (sample, output position) of the patch matrix, row ``gk`` (channel,
     tap): where in ``x`` it lies, and whether it is not padding (or, transposed, a
     position between strided inputs)."""
@@ -407,13 +447,14 @@ def _patch_loader(spatial: int, transposed: bool) -> mm.Loader:
             first = (o + _dim(k, d, I_PADDING) if transposed
                      else o * _dim(k, d, I_STRIDE) - _dim(k, d, I_PADDING))
             starts.append(k.let(first, "q"))
+        counter = _Counter(k, [_dim(k, d, I_KERNEL) for d in range(spatial)], tk)
 
         def read(gk: ir.Expr) -> tuple[ir.Expr, ir.Expr | None]:
-            taps = _word(k, I_TAPS)
-            address = at + (gk / taps) * _word(k, I_X_SC)
+            channel, *taps = counter.at(gk)
+            address = at + channel * _word(k, I_X_SC)
             valid: ir.Expr | None = None
-            for d, tap in enumerate(_coords(k, gk % taps, spatial, I_KERNEL)):
-                i, ok = _input_at(k, d, starts[d], tap, transposed)
+            for d, tap in enumerate(taps):
+                i, ok = _input_at(k, d, starts[d], tap, transposed, unit_stride)
                 address = address + i * _dim(k, d, I_X_STRIDE)
                 valid = ok if valid is None else valid.and_(ok)
             return address, valid
@@ -423,15 +464,24 @@ def _patch_loader(spatial: int, transposed: bool) -> mm.Loader:
     return loader
 
 
-def _gradient_loader(k: KernelBuilder, base: ir.Expr, gm: ir.Expr):
+def _gradient_loader(tk: int) -> mm.Loader:
     """Row ``gm`` (output channel) of the gradient ``[out, batch * positions]`` read from the
     plain ``[batch, out, *out_size]``."""
-    positions = _word(k, I_POSITIONS)
-    at = k.let(base + gm * positions, "at")
-    return lambda gk: (at + (gk / positions) * _word(k, I_G_SB) + gk % positions, None)
+
+    def loader(k: KernelBuilder, base: ir.Expr, gm: ir.Expr):
+        at = k.let(base + gm * _word(k, I_POSITIONS), "at")
+        counter = _Counter(k, [_word(k, I_POSITIONS)], tk)
+
+        def read(gk: ir.Expr) -> tuple[ir.Expr, ir.Expr | None]:
+            sample, position = counter.at(gk)
+            return at + sample * _word(k, I_G_SB) + position, None
+
+        return read
+
+    return loader
 
 
-def _patch_rows_loader(spatial: int) -> mm.Loader:
+def _patch_rows_loader(spatial: int, tk: int) -> mm.Loader:
     """Column ``gn`` (channel, tap) of the patches read as ``[batch * positions, in / groups
     * taps]``, row ``gk`` (sample, output position)."""
 
@@ -440,12 +490,13 @@ def _patch_rows_loader(spatial: int) -> mm.Loader:
         at = k.let(base + (gn / taps) * _word(k, I_X_SC), "at")
         offsets = [k.let(t * _dim(k, d, I_DILATION) - _dim(k, d, I_PADDING), "q")
                    for d, t in enumerate(_coords(k, gn % taps, spatial, I_KERNEL))]
+        counter = _Counter(k, [_dim(k, d, I_OUT) for d in range(spatial)], tk)
 
         def read(gk: ir.Expr) -> tuple[ir.Expr, ir.Expr | None]:
-            positions = _word(k, I_POSITIONS)
-            address = at + (gk / positions) * _word(k, I_X_SB)
+            sample, *outs = counter.at(gk)
+            address = at + sample * _word(k, I_X_SB)
             valid: ir.Expr | None = None
-            for d, o in enumerate(_coords(k, gk % positions, spatial, I_OUT)):
+            for d, o in enumerate(outs):
                 i = k.let(o * _dim(k, d, I_STRIDE) + offsets[d], "i")
                 ok = (i >= 0).and_(i < _dim(k, d, I_IN))
                 address = address + i * _dim(k, d, I_X_STRIDE)

@@ -353,7 +353,10 @@ PITCH_PAD = 4
 #: of the tile copy an invocation makes, with the batch's base offset and the element's fixed
 #: row (``a``) or column (``b``); it returns ``read(gk)``, the element's address at inner
 #: position ``gk`` and a bool saying whether it holds a value (None: always), beyond the
-#: kernel's own row, column and inner bounds. Convolutions read their patches through one.
+#: kernel's own row, column and inner bounds. ``read`` is called first (before the inner loop)
+#: for the first position the element reads, then once per step (in the loop) for the
+#: position ``tk`` further on, so a loader may keep running state instead of dividing at
+#: every step. Convolutions read their patches through one.
 Loader = Callable[[KernelBuilder, ir.Expr, ir.Expr],
                   Callable[[ir.Expr], tuple[ir.Expr, ir.Expr | None]]]
 
