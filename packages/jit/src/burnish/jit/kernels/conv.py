@@ -434,6 +434,17 @@ def _input_at(k: KernelBuilder, d: int, start: ir.Expr, tap: ir.Expr, transposed
     return q, ok
 
 
+def _located(k: KernelBuilder, address: ir.Expr, inputs: list[tuple[ir.Expr, ir.Expr]]
+             ) -> tuple[ir.Expr, ir.Expr | None]:
+    """``address`` moved to each spatial dim's input coordinate (``inputs``: the coordinate
+    and whether it lies inside the input), and whether all of them do."""
+    valid: ir.Expr | None = None
+    for d, (i, ok) in enumerate(inputs):
+        address = address + i * _dim(k, d, I_X_STRIDE)
+        valid = ok if valid is None else valid.and_(ok)
+    return address, valid
+
+
 def _patch_loader(spatial: int, transposed: bool, unit_stride: bool, tk: int) -> mm.Loader:
     """Column ``gn`` (sample, output position) of the patch matrix, row ``gk`` (channel,
     tap): where in ``x`` it lies, and whether it is not padding (or, transposed, a
@@ -451,13 +462,9 @@ def _patch_loader(spatial: int, transposed: bool, unit_stride: bool, tk: int) ->
 
         def read(gk: ir.Expr) -> tuple[ir.Expr, ir.Expr | None]:
             channel, *taps = counter.at(gk)
-            address = at + channel * _word(k, I_X_SC)
-            valid: ir.Expr | None = None
-            for d, tap in enumerate(taps):
-                i, ok = _input_at(k, d, starts[d], tap, transposed, unit_stride)
-                address = address + i * _dim(k, d, I_X_STRIDE)
-                valid = ok if valid is None else valid.and_(ok)
-            return address, valid
+            return _located(k, at + channel * _word(k, I_X_SC), [
+                _input_at(k, d, starts[d], tap, transposed, unit_stride)
+                for d, tap in enumerate(taps)])
 
         return read
 
@@ -494,14 +501,10 @@ def _patch_rows_loader(spatial: int, tk: int) -> mm.Loader:
 
         def read(gk: ir.Expr) -> tuple[ir.Expr, ir.Expr | None]:
             sample, *outs = counter.at(gk)
-            address = at + sample * _word(k, I_X_SB)
-            valid: ir.Expr | None = None
-            for d, o in enumerate(outs):
-                i = k.let(o * _dim(k, d, I_STRIDE) + offsets[d], "i")
-                ok = (i >= 0).and_(i < _dim(k, d, I_IN))
-                address = address + i * _dim(k, d, I_X_STRIDE)
-                valid = ok if valid is None else valid.and_(ok)
-            return address, valid
+            inputs = [k.let(o * _dim(k, d, I_STRIDE) + offsets[d], "i")
+                      for d, o in enumerate(outs)]
+            return _located(k, at + sample * _word(k, I_X_SB), [
+                (i, (i >= 0).and_(i < _dim(k, d, I_IN))) for d, i in enumerate(inputs)])
 
         return read
 
