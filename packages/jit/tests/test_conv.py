@@ -197,3 +197,26 @@ def test_implicit_weight_grad_splits_long_inner_dims(jit_backend, monkeypatch):
                                                    padded[:, :, i:i + 13, j:j + 11])
     np.testing.assert_allclose(Tensor.from_primitive(got, device, "float32").to_numpy(),
                                reference_grad, rtol=0, atol=0)
+
+
+def test_half_weight_grad_rounds_once(jit_backend, monkeypatch):
+    """Half-float runs are summed in float32 and rounded once: runs of +2049 and -2047 (2049
+    is no float16) add up to exactly 4 per weight, where runs rounded to float16 first would
+    give 2."""
+    device = jit_backend.default_device()
+    up, down = np.full(64, 32.0), np.full(64, -32.0)
+    up[0], down[0] = 33.0, -31.0
+    per_channel = np.concatenate([up, down] * 2)
+    assert per_channel.reshape(4, 64).sum(axis=1).tolist() == [2049, -2047, 2049, -2047]
+    g = np.broadcast_to(per_channel.reshape(16, 16), (1, 16, 16, 16)).astype(np.float16)
+    x = np.ones((1, 16, 16, 16), np.float16)
+    monkeypatch.setattr(conv_kernels, "MIN_RUN", 64)
+    monkeypatch.setenv("BURNISH_AUTOTUNE", "0")
+    try:
+        xt, gt = Tensor.from_numpy(x, device), Tensor.from_numpy(g, device)
+    except Exception as error:  # the device has no float16
+        pytest.skip(f"{jit_backend.name} holds no float16 here: {error}")
+    got = jit_backend.conv_weight_grad(xt.primitive, gt.primitive, (1, 1), (1, 1), (0, 0),
+                                       (1, 1), 1)
+    out = Tensor.from_primitive(got, device, "float16").to_numpy()
+    np.testing.assert_array_equal(out, np.full((16, 16, 1, 1), 4.0, np.float16))

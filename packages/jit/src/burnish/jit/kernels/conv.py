@@ -29,10 +29,11 @@ from __future__ import annotations
 import math
 import os
 
+from burnish.dtype import get_dtype
 from burnish.jit import autotune, ir
 from burnish.jit.builder import KernelBuilder
 from burnish.jit.kernels import matmul as mm
-from burnish.jit.kernels.elementwise import WORKGROUP, plain
+from burnish.jit.kernels.elementwise import WORKGROUP, elementwise, plain
 from burnish.jit.kernels.matmul import matmul
 from burnish.jit.kernels.reduce import reduce
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
@@ -324,7 +325,9 @@ def conv_weight_grad(x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims, 
             out_channels * positions]
     info += _spatial_words(x, out_size, kernel, stride, padding, dilation)
     base = (dtype.name, 1, (False, True, True, False), False)
-    itemsize = runtime.generator.storage_numpy(dtype.name).itemsize
+    # Half floats' runs are kept in float32: rounded once, after they are added up.
+    partial_dtype = get_dtype("float32") if dtype.name in ("float16", "bfloat16") else dtype
+    itemsize = runtime.generator.storage_numpy(partial_dtype.name).itemsize
 
     def run(name: str | None = None) -> tuple[JitTensor, int]:
         """Launch with tiling ``name``: the partial sums ``[runs, out, n]`` and their count."""
@@ -335,14 +338,15 @@ def conv_weight_grad(x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims, 
         run_length = _ceil(_ceil(inner, runs), tiling.tk) * tiling.tk
         runs = _ceil(inner, run_length)
         shape = (runs, out_channels, n)
-        partial = JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape, dtype,
-                            x.device, runtime)
+        partial = JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape,
+                            partial_dtype, x.device, runtime)
         words = list(info)
         words[mm.TILES_M], words[mm.TILES_N] = tiles_m, tiles_n
         words[mm.SPLIT_AT + 3] = run_length
         loaders = (_gradient_loader(tiling.tk), _patch_rows_loader(spatial, tiling.tk))
         runtime.launch(("conv_weight_grad", tiling, *base, spatial),
-                       lambda: mm._tiled_kernel(tiling, *base, loaders=loaders, split=True),
+                       lambda: mm._tiled_kernel(tiling, *base, loaders=loaders, split=True,
+                                                epilogue=_Partials(partial_dtype.name)),
                        [partial.buffer, grad.buffer, x.buffer], words,
                        groups=runs * tiles)
         return partial, runs
@@ -354,7 +358,10 @@ def conv_weight_grad(x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims, 
         flat = partial.view((runs, out_channels * n), (out_channels * n, 1), partial.offset)
         partial = reduce("sum", flat, 0)[0]
     shape = (out_channels, channels // groups, *kernel)
-    return partial.view(shape, contiguous_strides(shape), partial.offset)
+    out = partial.view(shape, contiguous_strides(shape), partial.offset)
+    if partial_dtype is not dtype:
+        out = elementwise("cast", lambda v, s: v[0].cast(dtype), [out], dtype)
+    return out
 
 
 def _ceil(a: int, b: int) -> int:
@@ -509,6 +516,19 @@ def _patch_rows_loader(spatial: int, tk: int) -> mm.Loader:
         return read
 
     return loader
+
+
+class _Partials(mm.Epilogue):
+    """Stores a weight gradient's run sums into a buffer of ``dtype`` (float32 for half-float
+    operands)."""
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+
+    def declare(self, k: KernelBuilder, dtype: str, has_bias: bool) -> tuple[ir.Buffer, ...]:
+        self.out = k.buffer("out", self.dtype, writable=True)
+        self.bias = None
+        return k.buffer("a", dtype), k.buffer("b", dtype)
 
 
 class _ConvStore(mm.Epilogue):
