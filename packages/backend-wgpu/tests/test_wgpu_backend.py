@@ -173,3 +173,57 @@ def test_without_a_driver_the_error_says_what_to_install(tmp_path):
     out = subprocess.run([sys.executable, "-c", NO_DRIVER], capture_output=True, text=True,
                          env=env, check=True).stdout
     assert "no WebGPU adapter found" in out and "mesa-vulkan-drivers" in out
+
+
+def test_only_burnish_kernels_drop_wgpus_runtime_checks(wgpu, monkeypatch):
+    """burnish.jit's kernels compile without the bounds checks and loop counters wgpu injects;
+    custom kernels keep them, and so does every kernel under BURNISH_WGPU_CHECKED=1."""
+    from burnish.jit import ir
+    from burnish.jit.builder import KernelBuilder
+    from burnish.jit.custom import Launch, custom_kernel
+    from burnish.wgpu import runtime as wgpu_runtime
+
+    made = []
+    original = wgpu_runtime._unchecked_module
+
+    def spy(device, source):
+        module = original(device, source)
+        made.append(module is not None)
+        return module
+
+    monkeypatch.setattr(wgpu_runtime, "_unchecked_module", spy)
+    device = wgpu.default_device()
+    runtime = wgpu.runtime(device)
+
+    def ones() -> ir.Kernel:
+        k = KernelBuilder("ones_unchecked_test", (64, 1, 1))
+        out = k.buffer("out", "float32", writable=True)
+        i = k.global_index()
+        with k.if_(i >= k.info(0)):
+            k.return_()
+        k.store(out, i, ir.lift(1.0, "f32"))
+        return k.build()
+
+    buffer = runtime.pool.alloc(6 * 4)
+    runtime.launch(("ones_unchecked_test",), ones, [buffer], [6], invocations=6)
+    assert made == [True]  # compiled unchecked (this wgpu-py can make such modules)
+    ones_read = np.frombuffer(runtime.read([(buffer.handle, 0, 24)])[0], np.float32)
+    np.testing.assert_array_equal(ones_read, np.ones(6, np.float32))
+
+    def build(k, out, a):
+        i = k.global_index()
+        with k.if_(i >= k.info(0)):
+            k.return_()
+        k.store(out, i, a[i] * ir.lift(2.0, "f32"))
+
+    @custom_kernel("twice_unchecked_test", build=build)
+    def twice(a):
+        return Launch(a.shape, a.dtype, info=[a.shape[0]], invocations=a.shape[0])
+
+    made.clear()
+    x = Tensor.from_numpy(np.arange(6, dtype=np.float32), device)
+    np.testing.assert_array_equal(twice(x).to_numpy(), np.arange(6) * 2.0)
+    assert made == []  # the custom kernel was compiled with wgpu's checks
+
+    monkeypatch.setenv("BURNISH_WGPU_CHECKED", "1")
+    assert original(wgpu.runtime(device).device, "@compute @workgroup_size(1) fn f() {}") is None

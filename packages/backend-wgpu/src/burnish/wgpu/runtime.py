@@ -41,6 +41,31 @@ def adapters() -> list[Any]:
     return sorted(found, key=lambda a: order.get(a.info.get("adapter_type"), 4))
 
 
+def _unchecked_module(device: Any, source: str) -> Any:
+    """``source`` as a shader module without wgpu's injected runtime checks, through
+    wgpu-native's ``wgpuDeviceCreateShaderModuleTrusted`` (which wgpu-py does not wrap); None
+    where this wgpu-py cannot make one (the caller then makes a checked one)."""
+    if os.environ.get("BURNISH_WGPU_CHECKED", "0").lower() not in ("0", "false", "off", "no"):
+        return None
+    try:
+        from wgpu.backends.wgpu_native import _api
+
+        ffi, lib = _api.ffi, _api.lib
+        create = _api.libf.wgpuDeviceCreateShaderModuleTrusted
+        wgsl = _api.new_struct_p("WGPUShaderSourceWGSL *", code=_api.to_c_string_view(source))
+        wgsl[0].chain.next = ffi.NULL
+        wgsl[0].chain.sType = lib.WGPUSType_ShaderSourceWGSL
+        descriptor = _api.new_struct_p("WGPUShaderModuleDescriptor *",
+                                       nextInChain=ffi.cast("WGPUChainedStruct *", wgsl),
+                                       label=_api.to_c_string_view(""))
+        handle = create(device._internal, descriptor, lib.WGPUShaderRuntimeChecks_None)
+        if handle == ffi.NULL:
+            return None
+        return _api.GPUShaderModule("", handle, device)
+    except (ImportError, AttributeError, TypeError):  # another wgpu-py's internals
+        return None
+
+
 def _locked(method):
     """``method`` under the runtime's lock: one command encoder is shared by every thread."""
     @functools.wraps(method)
@@ -76,6 +101,7 @@ class WgpuRuntime(Runtime):
         self._pending = 0
         self._work = 0
         self._keepalive: list[Any] = []
+        self._checked = True  # compile with wgpu's runtime checks (see ``kernel``)
         self._infos: OrderedDict[bytes, Any] = OrderedDict()
         self._binds: OrderedDict[tuple, Any] = OrderedDict()
 
@@ -152,6 +178,21 @@ class WgpuRuntime(Runtime):
 
     # -- kernels --------------------------------------------------------------------------------
 
+    def kernel(self, key: Any, build) -> tuple[Any, ir.Kernel]:
+        # burnish.jit's own kernels never index outside their bindings or loop without bound,
+        # so wgpu compiles them without the bounds checks and loop counters it injects into
+        # arbitrary shaders (OpenCL and CUDA kernels have none either); custom kernels, whose
+        # keys start with "custom", keep them, and BURNISH_WGPU_CHECKED=1 keeps them for all.
+        entry = self._kernels.get(key)
+        if entry is not None:
+            return entry[0], entry[1]
+        with self._lock:
+            self._checked = isinstance(key, tuple) and key[:1] == ("custom",)
+            try:
+                return super().kernel(key, build)
+            finally:
+                self._checked = True
+
     def compile(self, kernel: ir.Kernel, source: str) -> Any:
         entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
                     "buffer": {"type": "storage" if b.writable else "read-only-storage"}}
@@ -159,7 +200,8 @@ class WgpuRuntime(Runtime):
         entries.append({"binding": len(kernel.buffers), "visibility": wgpu.ShaderStage.COMPUTE,
                         "buffer": {"type": "read-only-storage"}})
         layout = self.device.create_bind_group_layout(entries=entries)
-        module = self.device.create_shader_module(code=source)
+        module = (None if self._checked else _unchecked_module(self.device, source)) \
+            or self.device.create_shader_module(code=source)
         pipeline = self.device.create_compute_pipeline(
             layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
             compute={"module": module, "entry_point": kernel.name})
