@@ -225,5 +225,7 @@ def test_only_burnish_kernels_drop_wgpus_runtime_checks(wgpu, monkeypatch):
     np.testing.assert_array_equal(twice(x).to_numpy(), np.arange(6) * 2.0)
     assert made == []  # the custom kernel was compiled with wgpu's checks
 
+    assert "kernels without wgpu's runtime checks" in wgpu.describe_device(device)
     monkeypatch.setenv("BURNISH_WGPU_CHECKED", "1")
     assert original(wgpu.runtime(device).device, "@compute @workgroup_size(1) fn f() {}") is None
+    assert "BURNISH_WGPU_CHECKED=1" in wgpu.describe_device(device)

@@ -44,6 +44,12 @@ class WgpuBackend(JitBackend):
                 "on Linux without a GPU, Mesa's lavapipe: apt install mesa-vulkan-drivers)")
         return [(Device(self, "wgpu", i, native=a), WgpuRuntime(a)) for i, a in enumerate(found)]
 
+    def describe_device(self, device: Device) -> str:
+        """The adapter and how burnish's kernels are compiled on it (``python -m burnish
+        info``)."""
+        runtime = self.runtime(device)
+        return f"{runtime.describe()}; kernels {runtime.kernel_checks()}"  # type: ignore[attr-defined]  # WgpuRuntime's
+
     # JitBase passes each backend its own runtime: the narrower type is safe.
     def _device_dtypes(self, runtime: WgpuRuntime) -> tuple[DType, ...]:  # type: ignore[override]
         dtypes = [float32, bfloat16, int32, int16, int8, uint8, bool_]

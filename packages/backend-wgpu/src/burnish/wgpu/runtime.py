@@ -41,11 +41,16 @@ def adapters() -> list[Any]:
     return sorted(found, key=lambda a: order.get(a.info.get("adapter_type"), 4))
 
 
+def _checks_wanted() -> bool:
+    """``BURNISH_WGPU_CHECKED=1``: every kernel keeps wgpu's runtime checks."""
+    return os.environ.get("BURNISH_WGPU_CHECKED", "0").lower() not in ("0", "false", "off", "no")
+
+
 def _unchecked_module(device: Any, source: str) -> Any:
     """``source`` as a shader module without wgpu's injected runtime checks, through
     wgpu-native's ``wgpuDeviceCreateShaderModuleTrusted`` (which wgpu-py does not wrap); None
     where this wgpu-py cannot make one (the caller then makes a checked one)."""
-    if os.environ.get("BURNISH_WGPU_CHECKED", "0").lower() not in ("0", "false", "off", "no"):
+    if _checks_wanted():
         return None
     try:
         from wgpu.backends.wgpu_native import _api
@@ -108,6 +113,14 @@ class WgpuRuntime(Runtime):
     def describe(self) -> str:
         info = self.adapter.info
         return f"{info.get('device', '?')} ({info.get('backend_type', '?')})"
+
+    def kernel_checks(self) -> str:
+        """How burnish.jit's kernels are compiled here (``python -m burnish info``)."""
+        if _checks_wanted():
+            return "with wgpu's runtime checks (BURNISH_WGPU_CHECKED=1)"
+        if _unchecked_module(self.device, "@compute @workgroup_size(1) fn probe() {}") is None:
+            return "with wgpu's runtime checks (this wgpu-py cannot compile without them)"
+        return "without wgpu's runtime checks"
 
     # -- buffers --------------------------------------------------------------------------------
 
