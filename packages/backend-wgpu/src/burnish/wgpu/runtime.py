@@ -230,15 +230,12 @@ class WgpuRuntime(Runtime):
         info_key = info.tobytes()
         info_buffer = self._infos.get(info_key)
         if info_buffer is None:
-            info_buffer = self.device.create_buffer_with_data(data=info,
-                                                              usage=wgpu.BufferUsage.STORAGE)
+            info_buffer = self._info_buffer(info)
             self._remember(self._infos, info_key, info_buffer)
         bind_key = (id(layout), id(info_buffer), *map(id, handles))
         found = self._binds.get(bind_key)
         if found is None:
-            entries = [{"binding": i, "resource": {"buffer": h}} for i, h in enumerate(handles)]
-            entries.append({"binding": len(handles), "resource": {"buffer": info_buffer}})
-            bind_group = self.device.create_bind_group(layout=layout, entries=entries)
+            bind_group = self._bind_group(layout, handles, info_buffer)
             # The entry holds what its key names, so no id in it can be reused meanwhile.
             self._remember(self._binds, bind_key, (bind_group, layout, info_buffer, *handles))
         else:
@@ -258,6 +255,16 @@ class WgpuRuntime(Runtime):
         else:
             self._count()
 
+    def _info_buffer(self, info: np.ndarray) -> Any:
+        """A launch's metadata words in a buffer of their own."""
+        return self.device.create_buffer_with_data(data=info, usage=wgpu.BufferUsage.STORAGE)
+
+    def _bind_group(self, layout: Any, handles: Sequence[Any], info_buffer: Any) -> Any:
+        """The bind group of a launch: its buffers in order, then its metadata."""
+        entries = [{"binding": i, "resource": {"buffer": h}} for i, h in enumerate(handles)]
+        entries.append({"binding": len(handles), "resource": {"buffer": info_buffer}})
+        return self.device.create_bind_group(layout=layout, entries=entries)
+
     def replayer(self, commands: Sequence[tuple]):
         """A capture's commands encoded again on every replay (WebGPU's command buffers run
         once), with all that can be made once made once: each launch's metadata buffer and
@@ -270,12 +277,8 @@ class WgpuRuntime(Runtime):
                 steps.append(self.program([command])[0])
                 continue
             (pipeline, layout), handles, info, groups = command[1:]
-            info_buffer = self.device.create_buffer_with_data(data=info,
-                                                              usage=wgpu.BufferUsage.STORAGE)
-            entries = [{"binding": i, "resource": {"buffer": h}} for i, h in enumerate(handles)]
-            entries.append({"binding": len(handles), "resource": {"buffer": info_buffer}})
-            steps.append((pipeline, self.device.create_bind_group(layout=layout,
-                                                                  entries=entries), groups))
+            bind_group = self._bind_group(layout, handles, self._info_buffer(info))
+            steps.append((pipeline, bind_group, groups))
         copy = type(self).copy.__get__(self)
 
         @_locked

@@ -288,15 +288,13 @@ def _implicit_forward(x: JitTensor, matrix: JitTensor, bias: JitTensor | None, o
     unit_stride = all(st == 1 for st in stride)
     buffers = [out.buffer, matrix.buffer, x.buffer] + ([bias.buffer] if bias is not None else [])
 
-    def run(name: str | None = None) -> None:
-        tiling = mm._BY_NAME[name or mm._candidates(m, n)[0]]
-        words = list(info)
-        words[mm.TILES_M], words[mm.TILES_N] = -(-m // tiling.tm), -(-n // tiling.tn)
+    def run(name: str) -> None:
+        tiling, words, tiles = _tiled(name, info, groups)
         loaders = (None, _patch_loader(spatial, transposed, unit_stride, tiling.tk))
         runtime.launch(("conv_implicit", tiling, *base, spatial, transposed, unit_stride),
                        lambda: mm._tiled_kernel(tiling, *base, epilogue=_ConvStore(),
                                                 loaders=loaders),
-                       buffers, words, groups=groups * words[mm.TILES_M] * words[mm.TILES_N])
+                       buffers, words, groups=tiles)
 
     key = (f"conv/{x.dtype.name}/{spatial}d{'/t' if transposed else ''}"
            f"{'/bias' if bias is not None else ''}/"
@@ -329,19 +327,15 @@ def conv_weight_grad(x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims, 
     partial_dtype = get_dtype("float32") if dtype.name in ("float16", "bfloat16") else dtype
     itemsize = runtime.generator.storage_numpy(partial_dtype.name).itemsize
 
-    def run(name: str | None = None) -> tuple[JitTensor, int]:
+    def run(name: str) -> tuple[JitTensor, int]:
         """Launch with tiling ``name``: the partial sums ``[runs, out, n]`` and their count."""
-        tiling = mm._BY_NAME[name or mm._candidates(m, n)[0]]
-        tiles_m, tiles_n = -(-m // tiling.tm), -(-n // tiling.tn)
-        tiles = groups * tiles_m * tiles_n
+        tiling, words, tiles = _tiled(name, info, groups)
         runs = max(1, min(_ceil(SPLIT_TARGET, tiles), inner // MIN_RUN))
         run_length = _ceil(_ceil(inner, runs), tiling.tk) * tiling.tk
         runs = _ceil(inner, run_length)
         shape = (runs, out_channels, n)
         partial = JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape,
                             partial_dtype, x.device, runtime)
-        words = list(info)
-        words[mm.TILES_M], words[mm.TILES_N] = tiles_m, tiles_n
         words[mm.SPLIT_AT + 3] = run_length
         loaders = (_gradient_loader(tiling.tk), _patch_rows_loader(spatial, tiling.tk))
         runtime.launch(("conv_weight_grad", tiling, *base, spatial),
@@ -352,8 +346,8 @@ def conv_weight_grad(x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims, 
         return partial, runs
 
     key = f"conv_weight_grad/{dtype.name}/{spatial}d/{autotune.shape_class(groups, m, n, inner)}"
-    partial, runs = run(autotune.choose(runtime.device_name, key, mm._candidates(m, n),
-                                        lambda name: run(name), runtime.sync))
+    partial, runs = run(autotune.choose(runtime.device_name, key, mm._candidates(m, n), run,
+                                        runtime.sync))
     if runs > 1:
         flat = partial.view((runs, out_channels * n), (out_channels * n, 1), partial.offset)
         partial = reduce("sum", flat, 0)[0]
@@ -362,6 +356,15 @@ def conv_weight_grad(x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims, 
     if partial_dtype is not dtype:
         out = elementwise("cast", lambda v, s: v[0].cast(dtype), [out], dtype)
     return out
+
+
+def _tiled(name: str, info: list[int], groups: int) -> tuple[mm.Tiling, list[int], int]:
+    """Tiling ``name``, the launch's words with its tile counts, and its workgroups."""
+    tiling = mm._BY_NAME[name]
+    words = list(info)
+    words[mm.TILES_M] = _ceil(info[mm.M], tiling.tm)
+    words[mm.TILES_N] = _ceil(info[mm.N], tiling.tn)
+    return tiling, words, groups * words[mm.TILES_M] * words[mm.TILES_N]
 
 
 def _ceil(a: int, b: int) -> int:
