@@ -109,12 +109,31 @@ class Runtime(ABC):
                  groups: tuple[int, int, int]) -> None:
         """Enqueue one launch of ``groups`` workgroups; ``info`` is the int32 metadata."""
 
-    def library_matmul(self, a: Any, b: Any, out: Any, batch: tuple[int, ...]) -> bool:
+    def library_matmul(self, a: Any, b: Any, out: Any, batch: tuple[int, ...],
+                       bias: Any = None, groups: int = 1) -> bool:
         """Let a vendor library write ``out = a @ b`` (``JitTensor`` operands of one dtype, batch
         dims broadcast to ``batch``, ``out`` plain at its offset) instead of the tiled kernel;
-        False, with nothing enqueued, leaves the product to ``burnish.jit``. Runtimes without
-        such a library keep this default."""
+        False, with nothing enqueued, leaves the product to ``burnish.jit``. With ``bias`` (plain,
+        ``[groups * M]``), batch ``i``'s row ``m`` also gets ``bias[(i % groups) * M + m]``
+        added; a library that cannot add it says False. Runtimes without such a library keep
+        this default."""
         return False
+
+    #: Whether large convolutions take burnish.jit's implicit-GEMM kernels (``kernels.conv``);
+    #: False sends them through a patch matrix and ``library_matmul`` (the CPU, whose BLAS
+    #: is much faster than the tiled kernel compiled for it).
+    implicit_convolutions: bool = True
+
+    #: Whether accumulating scatters (``scatter_add``, ``select_add``) add each line of index
+    #: entries in one invocation (``kernels.index.accumulate_lines``) rather than one
+    #: invocation per output element searching its entries: the CPU's way, with few cores.
+    serial_scatter: bool = False
+
+    #: Whether reductions may share a reduced run among a workgroup's invocations (the
+    #: ``tree`` strategy of ``kernels.reduce``, tuned against ``loop``); False keeps to one
+    #: invocation per output (or chunk): the CPU's way, where a workgroup's invocations are a
+    #: loop and its barriers split it into many.
+    workgroup_reductions: bool = True
 
     def fuses_product(self, dtype: Any, macs: int) -> bool:
         """Whether ``burnish.fusion`` may record a product of ``dtype`` and ``macs``

@@ -59,6 +59,10 @@ class JitLayoutOps(LayoutOps):
 
     def scatter_add(self, x, dim, indices, values):
         out = self._new(x.shape, x.dtype, x.device)
+        if x.runtime.serial_scatter:
+            index_kernels.accumulate_lines(out, x, dim, indices, indices.strides, values,
+                                           indices.shape)
+            return out
         order, order_strides = None, ()
         if indices.shape[dim] > SORT_FROM:
             order = self.argsort(indices, dim, False)
@@ -69,11 +73,14 @@ class JitLayoutOps(LayoutOps):
 
     def select_add(self, x, dim, indices, values):
         out = self._new(x.shape, x.dtype, x.device)
+        strides = _along(dim, x.ndim, indices.strides[0])
+        if x.runtime.serial_scatter:
+            index_kernels.accumulate_lines(out, x, dim, indices, strides, values, values.shape)
+            return out
         order, order_strides = None, ()
         if indices.shape[0] > SORT_FROM:
             order = self.argsort(indices, 0, False)
             order_strides = _along(dim, x.ndim, order.strides[0])
-        strides = _along(dim, x.ndim, indices.strides[0])
         index_kernels.accumulate(out, x, dim, indices, strides, values, values.shape, order,
                                  order_strides)
         return out

@@ -36,6 +36,7 @@ from burnish.jit.kernels import matmul as mm
 from burnish.jit.kernels.elementwise import WORKGROUP, elementwise, plain
 from burnish.jit.kernels.matmul import matmul
 from burnish.jit.kernels.reduce import reduce
+from burnish.jit.runtime import Runtime
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 Dims = tuple[int, ...]
@@ -252,10 +253,11 @@ SPLIT_TARGET = 512
 MIN_RUN = 512
 
 
-def _implicit_fits(m: int, n: int, inner: int) -> bool:
+def _implicit_fits(runtime: Runtime, m: int, n: int, inner: int) -> bool:
     """Whether a convolution's product takes the implicit kernels: those the tiled matmul
-    would take (smaller ones build their small patch matrix)."""
-    return IMPLICIT and min(m, n) >= mm.MIN_TILED and m * n * inner >= mm.MIN_TILED_WORK
+    would take (smaller ones build their small patch matrix), on runtimes that want them."""
+    return (IMPLICIT and runtime.implicit_convolutions and min(m, n) >= mm.MIN_TILED
+            and m * n * inner >= mm.MIN_TILED_WORK)
 
 
 def _spatial_words(x: JitTensor, out_size: Dims, kernel: Dims, stride: Dims, padding: Dims,
@@ -276,7 +278,7 @@ def _implicit_forward(x: JitTensor, matrix: JitTensor, bias: JitTensor | None, o
     _, m, inner = matrix.shape
     positions = math.prod(out_size)
     n = batch * positions
-    if not _implicit_fits(m, n, inner):
+    if not _implicit_fits(x.runtime, m, n, inner):
         return False
     runtime, spatial = x.runtime, len(kernel)
     info = [m, n, inner, 0, 0, matrix.offset, matrix.strides[1], matrix.strides[2], x.offset,
@@ -313,7 +315,7 @@ def conv_weight_grad(x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims, 
     out_channels, out_size = grad.shape[1], tuple(grad.shape[2:])
     positions, taps = math.prod(out_size), math.prod(kernel)
     m, n, inner = out_channels // groups, channels // groups * taps, batch * positions
-    if not _implicit_fits(m, n, inner):
+    if not _implicit_fits(x.runtime, m, n, inner):
         return None
     runtime, spatial, dtype = x.runtime, len(kernel), x.dtype
     grad = plain(grad)

@@ -205,6 +205,54 @@ def accumulate(out: JitTensor, x: JitTensor, dim: int, indices: JitTensor,
     x.runtime.launch(key, build, buffers, info, invocations=n)
 
 
+def accumulate_lines(out: JitTensor, x: JitTensor, dim: int, indices: JitTensor,
+                     index_strides: Sequence[int], values: JitTensor,
+                     index_shape: Sequence[int]) -> None:
+    """What ``accumulate`` computes (``out = x`` plus ``values`` added at ``indices`` along
+    ``dim``, in index order), as a copy and then one invocation per line of the index
+    entries along ``dim``, adding its entries one after another: ``index_shape``'s elements
+    read once, no sort. For runtimes with few, fast cores (``Runtime.serial_scatter``), where
+    ``accumulate``'s per-element scan or binary search is the slower way."""
+    copy_into(out, x)
+    count = index_shape[dim]
+    lines = numel(index_shape) // max(count, 1)
+    if not lines or not count:
+        return
+    ndim = len(index_shape)
+    line_shape = [1 if d == dim else s for d, s in enumerate(index_shape)]
+    info = [lines, count, dim, *line_shape, 0, *out.strides, indices.offset, *index_strides,
+            values.offset, *values.strides]
+    key = ("accumulate_lines", x.dtype.name, indices.dtype.name, values.dtype.name, ndim)
+    ty = ir.compute_type(x.dtype)
+
+    def build() -> ir.Kernel:
+        k = KernelBuilder("accumulate_lines", (WORKGROUP, 1, 1))
+        out_buf = k.buffer("out", x.dtype, writable=True)
+        index_buf = k.buffer("indices", indices.dtype)
+        value_buf = k.buffer("values", values.dtype)
+        line = k.global_index()
+        with k.if_(line >= k.info(0)):
+            k.return_()
+        coords = coordinates(k, line, ndim, 3)
+        out_at, index_at = 3 + ndim, 4 + 2 * ndim
+        value_at = index_at + 1 + ndim
+        base = _position(k, coords, out_at)
+        index_pos = _position(k, coords, index_at)
+        value_pos = _position(k, coords, value_at)
+        out_step = k.let(k.info(out_at + 1 + k.info(2)), "ostep")
+        index_step = k.let(k.info(index_at + 1 + k.info(2)), "istep")
+        value_step = k.let(k.info(value_at + 1 + k.info(2)), "vstep")
+        with k.for_(0, k.info(1), name="e") as e:
+            at = k.let(base + index_buf[index_pos + e * index_step].cast("i32") * out_step, "at")
+            value = value_buf[value_pos + e * value_step].cast(ty)
+            current = out_buf[at]
+            k.store(out_buf, at, current.or_(value) if ty == "bool" else current + value)
+        return k.build()
+
+    x.runtime.launch(key, build, [out.buffer, indices.buffer, values.buffer], info,
+                     invocations=lines)
+
+
 # -- bounds checks -------------------------------------------------------------------------------
 
 

@@ -568,6 +568,8 @@ def _choose(op: str, x: JitTensor, out_shape, kept, red, n_out: int, n_red: int)
         return "loop"
     if n_red > MAX_ITERATIONS:
         return "tree"
+    if not x.runtime.workgroup_reductions:
+        return "loop"
     candidates = [default] + [s for s in ("loop", "tree") if s != default]
     plain = "unit" if _unit(red) else "strided"
     key = (f"reduce-{_OPS[op]}-{x.dtype.name}-{len(kept[0])}x{len(red[0])}-{plain}-"
