@@ -57,20 +57,23 @@ def has_system_opencl_driver() -> bool:
 EXTRAS = {} if has_system_opencl_driver() else {"backend-rocm": "[pocl]"}
 
 #: What the conformance session runs without arguments: every first-party backend and its
-#: gradients, and ndarray, wgpu and rocm with every op recorded and replayed (``--replay``). Each
-#: entry is a backend followed by options of the suite. The GPU backends run on whatever drivers the
-#: machine has (CI: Mesa's lavapipe for wgpu, PoCL for rocm).
+#: gradients, and ndarray, wgpu, rocm and cpu with every op recorded and replayed
+#: (``--replay``). Each entry is a backend followed by options of the suite. The GPU backends run
+#: on whatever drivers the machine has (CI: Mesa's lavapipe for wgpu, PoCL for rocm); cpu needs a
+#: C compiler (its compiled kernels are cached under ~/.cache/burnish, shared by its runs).
 #: The longest first: ``run_parallel`` runs them two or more at a time.
 CONFORMANCE_BACKENDS = ("rocm --replay", "autodiff+rocm", "rocm", "fusion+rocm",
-                        "autodiff+fusion+wgpu", "autodiff+wgpu", "wgpu --replay", "wgpu",
-                        "fusion+wgpu", "ndarray --replay", "autodiff+ndarray", "ndarray",
+                        "autodiff+fusion+wgpu", "autodiff+cpu", "autodiff+wgpu",
+                        "wgpu --replay", "wgpu", "fusion+wgpu", "cpu --replay", "fusion+cpu",
+                        "cpu", "ndarray --replay", "autodiff+ndarray", "ndarray",
                         "fusion+ndarray")
 #: Backends that need a driver; ``BURNISH_REQUIRE_BACKENDS`` (comma-separated, or ``all``) makes
 #: one that cannot start fail the sessions instead of being skipped (CI sets it).
 DRIVER_BACKENDS = {"wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "
                            "mesa-vulkan-drivers)",
                    "rocm": "an OpenCL driver (Debian: apt install pocl-opencl-icd; else the [pocl] "
-                           "extra installs PoCL for the CPU)"}
+                           "extra installs PoCL for the CPU)",
+                   "cpu": "a C compiler (Debian: apt install gcc)"}
 
 
 #: What examples/ needs beyond burnish's packages (each example's README says which of them).
@@ -124,7 +127,7 @@ def conformance(session: nox.Session) -> None:
     part too; a GPU backend without a driver is skipped with a warning, unless
     ``BURNISH_REQUIRE_BACKENDS`` names it (CI), where it fails."""
     install_editable(session, "core", "backend-ndarray", "autodiff", "fusion", "conformance",
-                     "jit", "backend-wgpu", "backend-rocm")
+                     "jit", "backend-wgpu", "backend-rocm", "backend-cpu")
     if session.posargs:
         session.run("pytest", "--pyargs", "burnish.conformance", *session.posargs)
         return

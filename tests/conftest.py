@@ -104,6 +104,7 @@ DRIVERS = {
     "wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "
             "mesa-vulkan-drivers)",
     "rocm": "an OpenCL driver (pip install 'burnish-backend-rocm[pocl]' for PoCL on the CPU)",
+    "cpu": "a C compiler (apt install gcc)",
 }
 
 

@@ -193,7 +193,7 @@ def test_every_package_imports(run, everything, tmp_path):
 
 def test_info_lists_the_backends_and_decorators(everything, burnish_info):
     text, backends = burnish_info(everything)
-    assert {"ndarray", "wgpu", "rocm", "cuda"} <= set(backends), text
+    assert {"ndarray", "wgpu", "rocm", "cuda", "cpu"} <= set(backends), text
     assert "autodiff" in text and "fusion" in text, text
 
 

@@ -21,7 +21,9 @@ _seed: int | None = None
 #: Device names from other frameworks (PyTorch's ``"cpu"``, ``"mps"``...), which name a kind of
 #: device where burnish names a backend: what to write instead.
 OTHER_DEVICE_NAMES = {
-    "cpu": "the CPU backend is 'ndarray': write device='ndarray' or 'ndarray:0'",
+    "cpu": "burnish's CPU backends are 'cpu' (compiled kernels: pip install "
+           "burnish-backend-cpu) and 'ndarray' (NumPy, always installed): write "
+           "device='ndarray' for the latter",
     "gpu": "GPUs are reached through a backend: device='cuda' for NVIDIA, 'wgpu' for Vulkan, "
            "Metal or DX12, 'rocm' for AMD or OpenCL",
     "mps": "Apple GPUs run on the 'wgpu' backend, through Metal: write device='wgpu'",

@@ -16,6 +16,7 @@ KNOWN_PACKAGES = {
     "cuda": "burnish-backend-cuda",
     "wgpu": "burnish-backend-wgpu",
     "rocm": "burnish-backend-rocm",
+    "cpu": "burnish-backend-cpu",
     "autodiff": "burnish-autodiff",
     "fusion": "burnish-fusion",
 }
