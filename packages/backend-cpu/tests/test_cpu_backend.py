@@ -126,8 +126,8 @@ def test_products_go_to_blas_and_match_the_kernel(cpu, monkeypatch):
     for dtype in ("float32", "float64"):
         x = Tensor.from_data(a.astype(dtype), device="cpu")
         y = Tensor.from_data(b.astype(dtype), device="cpu")
-        kernels = []
-        monkeypatch.setattr(runtime, "dispatch", lambda *args: kernels.append(args))
+        kernels: list = []
+        monkeypatch.setattr(runtime, "dispatch", lambda *args, found=kernels: found.append(args))
         blas = (x @ y.transpose().transpose()).to_numpy()  # a strided right-hand side
         assert not kernels  # no kernel: NumPy's matmul wrote the result
         monkeypatch.undo()
@@ -160,7 +160,7 @@ def test_a_captured_step_replays_its_blas_work(cpu):
         return loss, w.grad(grads), d.grad(grads)
 
     captured = burnish.capture(step)
-    for i in range(6):
+    for _ in range(6):
         x = Tensor.from_data(rng.standard_normal((2, 3, 8, 8)), device=device, dtype="float32")
         w, d = weight.require_grad(), dense.require_grad()
         got = [t.to_numpy() for t in captured(w, d, x)]
@@ -168,6 +168,24 @@ def test_a_captured_step_replays_its_blas_work(cpu):
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert captured.stats()[0]["replays"] >= 3, captured.stats()
+
+
+def test_numpys_blas_runs_on_one_thread_in_burnishs_work_and_gets_its_threads_back(cpu):
+    from threadpoolctl import ThreadpoolController
+
+    from burnish.cpu import runtime as cpu_runtime
+
+    def threads() -> list[int]:
+        return [c.num_threads for c in ThreadpoolController().select(user_api="blas")
+                .lib_controllers]
+
+    before = threads()
+    seen = []
+    x = Tensor.from_data(np.ones((4, 4), np.float32), device="cpu")
+    cpu.runtime(cpu.default_device()).host(lambda a: seen.append(threads()), (x._prim,), ())
+    assert seen and all(n == 1 for n in seen[0]), seen
+    assert threads() == before
+    assert cpu_runtime._ONE_BLAS_THREAD is not None
 
 
 def test_kernels_are_cached_on_disk_by_source(tmp_path, monkeypatch):

@@ -36,6 +36,12 @@ def _vector_probe() -> str:
 _VECTOR_PROBE = _vector_probe()
 
 
+#: How long OpenMP's threads spin for more work after a kernel before they sleep (libgomp's
+#: default, 300,000 spins, keeps them busy through NumPy's BLAS calls, whose own threads then
+#: wait for a core): set before the first kernel loads libgomp, unless the user set it.
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+
 class CompilerMissing(RuntimeError):
     """No working C compiler: the cpu backend has no device."""
 

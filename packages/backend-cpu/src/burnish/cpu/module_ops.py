@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from burnish.cpu.runtime import matmul
 from burnish.jit.backend.module_ops import JitModuleOps
 from burnish.jit.kernels import conv as conv_kernels
 from burnish.jit.kernels.elementwise import plain
@@ -55,6 +56,8 @@ def _accumulate(grads: np.ndarray, cols: np.ndarray, result: np.ndarray, first: 
     lhs = grads.transpose(1, 2, 0, 3).reshape(groups, group_out, count * positions)
     rhs = cols.transpose(1, 0, 3, 2).reshape(groups, count * positions, -1)
     if first:
-        np.matmul(lhs, rhs, out=result)
+        matmul(lhs, rhs, result)
     else:
-        result += np.matmul(lhs, rhs)
+        part = np.empty_like(result)
+        matmul(lhs, rhs, part)
+        result += part

@@ -117,6 +117,11 @@ class CpuRuntime(Runtime):
         """Whether products of ``dtype`` go to NumPy's BLAS."""
         return self.library_products and dtype.name in _BLAS_DTYPES
 
+    def fuses_product(self, dtype: Any, macs: int) -> bool:
+        # BLAS outruns the tiled kernel (compiled for the CPU) far more than a separate pass
+        # for a bias or an activation costs.
+        return not self.blas(dtype)
+
     def library_matmul(self, a: JitTensor, b: JitTensor, out: JitTensor,
                        batch: tuple[int, ...], bias: JitTensor | None = None,
                        groups: int = 1) -> bool:
@@ -145,23 +150,62 @@ class CpuRuntime(Runtime):
         self.launches += 1
 
 
+class _OneBlasThread:
+    """NumPy's BLAS on the calling thread alone while it runs burnish's work, its thread count
+    restored after. Its own threads spin for work after each call (OpenBLAS: about 0.1 s), on
+    the cores burnish's kernels then need: on 2 cores that made training steps 3x slower
+    (bench/RESULTS.md). Found through threadpoolctl; without it, nothing is changed."""
+
+    def __init__(self) -> None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - a dependency; kept optional for vendored NumPy
+            self.libraries: list[Any] = []
+        else:
+            self.libraries = ThreadpoolController().select(user_api="blas").lib_controllers
+        self.saved: list[int] = []
+
+    def __enter__(self) -> None:
+        self.saved = [library.get_num_threads() for library in self.libraries]
+        for library, threads in zip(self.libraries, self.saved):
+            if threads != 1:
+                library.set_num_threads(1)
+
+    def __exit__(self, *exc: Any) -> None:
+        for library, threads in zip(self.libraries, self.saved):
+            if threads != 1:
+                library.set_num_threads(threads)
+
+
+_ONE_BLAS_THREAD: _OneBlasThread | None = None
+
+
 def _on_arrays(fn: Any, layouts: tuple, extra: tuple, *handles: HostBuffer) -> None:
+    global _ONE_BLAS_THREAD
+    if _ONE_BLAS_THREAD is None:
+        _ONE_BLAS_THREAD = _OneBlasThread()
     arrays = []
     for handle, (shape, strides, offset, dtype) in zip(handles, layouts):
         kind = np.dtype(dtype)  # float32, float64 and the ints: NumPy's types are the storage
         size = kind.itemsize
         arrays.append(np.ndarray(shape, kind, buffer=handle.array, offset=offset * size,
                                  strides=tuple(s * size for s in strides)))
-    with np.errstate(all="ignore"):  # NaN and inf propagate, as in every kernel
+    with np.errstate(all="ignore"), _ONE_BLAS_THREAD:  # NaN and inf propagate, as in kernels
         fn(*arrays, *extra)
 
 
-def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``np.matmul(a, b, out=out)``, on the calling thread (``_OneBlasThread``). (Splitting
+    large products by rows across a pool of threads measured no faster on 2 cores.)"""
     np.matmul(a, b, out=out)
+
+
+def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    matmul(a, b, out)
 
 
 def _product_bias(a: np.ndarray, b: np.ndarray, bias: np.ndarray, out: np.ndarray,
                   groups: int) -> None:
-    np.matmul(a, b, out=out)
+    matmul(a, b, out)
     rows = out.reshape(-1, groups, *out.shape[-2:])  # out is plain: a view
     rows += bias

@@ -45,6 +45,11 @@ _BITS = {"u32": "uint32_t", "i32": "int32_t", "f32": "float", "u64": "uint64_t",
 VECTOR_MATH = ("exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "erf")
 
 
+#: Launches of fewer workgroups run on the calling thread: waking the other threads costs more
+#: than they would save.
+PARALLEL_GROUPS = 16
+
+
 def vector_math_declarations() -> str:
     """C declarations that let the compiler call libmvec's vector forms of ``VECTOR_MATH``."""
     lines = []
@@ -102,6 +107,24 @@ class CpuGenerator(CGenerator):
         self.helper(name, f"static inline {_BITS[dst]} {name}({_BITS[src]} x) "
                           f"{{ {_BITS[dst]} y; memcpy(&y, &x, sizeof y); return y; }}")
         return f"{name}({value})"
+
+    def binary(self, op: str, a: str, b: str, a_ty: str, b_ty: str) -> str:
+        if op in ("/", "%") and a_ty in ("i32", "u32"):
+            # 32-bit quotients through double division, which is exact for them (the distance
+            # of a quotient to the next integer, at least 1/|b|, is above half an ulp) and
+            # which vectorizes where integer division does not: index arithmetic is made of
+            # these. Division by zero gives a value instead of a trap, as on a GPU.
+            t = self.TYPES[a_ty]
+            name = f"div_{a_ty}"
+            self.helper(name, f"static inline {t} {name}({t} a, {t} b) "
+                              f"{{ return ({t})((double)a / (double)b); }}")
+            if op == "/":
+                return f"{name}({a}, {b})"
+            mod = f"mod_{a_ty}"
+            self.helper(mod, f"static inline {t} {mod}({t} a, {t} b) "
+                             f"{{ return a - b * {name}(a, b); }}")
+            return f"{mod}({a}, {b})"
+        return super().binary(op, a, b, a_ty, b_ty)
 
     def load_half(self, name: str, index: str) -> str:
         self.helper("half_to_float", f"""
@@ -321,7 +344,7 @@ static inline uint16_t float_to_half(float x) {{
         entry = [
             f"void {kernel.name}({', '.join(params)}, int ngx, int ngy, int ngz) {{",
             "    const long total = (long)ngx * ngy * ngz;",
-            "    #pragma omp parallel for schedule(static) if (total > 1)",
+            f"    #pragma omp parallel for schedule(static) if (total >= {PARALLEL_GROUPS})",
             "    for (long g = 0; g < total; g++) {",
             f"        {kernel.name}_group({', '.join(names)}, (int)(g % ngx), "
             "(int)(g / ngx % ngy), (int)(g / ((long)ngx * ngy)), ngx, ngy, ngz);",

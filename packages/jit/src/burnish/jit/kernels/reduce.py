@@ -446,12 +446,13 @@ def reduce(op: str, x: JitTensor, dim: int | None, strategy: str | None = None
     ``max_with_indices``/``min_with_indices``. ``strategy`` (``loop`` or ``tree``) overrides
     the tuned choice (reduced runs longer than ``MAX_ITERATIONS`` always take ``tree``). While
     ``burnish.fusion`` records, a reduction of a pending input (one that ``SINGLE`` names) is
-    recorded instead, to read the ops that make its input in its kernel."""
+    recorded instead, to read the ops that make its input in its kernel (on runtimes whose
+    reductions share runs among a workgroup: a fused reduction folds each result in one)."""
     if op not in _OPS:
         raise ValueError(f"unknown reduction {op!r}")
     if (type(x) is lazy.LazyTensor and x.node is not None and lazy.RECORDING.depth
             and x.stream is x.runtime.lazy_stream and strategy is None and op in SINGLE
-            and x.numel):
+            and x.numel and x.runtime.workgroup_reductions):
         fn = _recorded(op, dim)
         pending = lazy.record(fn.name, fn, (x,), _out_dtypes(op, x.dtype)[0], (),
                               out_shape_of(x.shape, dim), x.runtime, x.device)
