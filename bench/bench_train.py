@@ -69,7 +69,8 @@ if __name__ == "__main__":  # thread counts must be in the environment before Nu
     _early.add_argument("--threads", type=int)
     _early.add_argument("--backend", default="autodiff+cuda")
     _known = _early.parse_known_args()[0]
-    _threads = _known.threads or (2 if _known.backend.split("+")[-1] == "ndarray" else None)
+    _threads = _known.threads or (2 if _known.backend.split("+")[-1] in ("ndarray", "cpu")
+                                  else None)
     if _threads:
         for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(_name, str(_threads))
@@ -133,7 +134,7 @@ class Env:
                      f"{error}\n(--backend autodiff+ndarray runs on any machine; the GPU "
                      "backends need their package and a driver: see docs/gpu-backends.md)")
         self.inner_name = args.backend.split("+")[-1]
-        self.cpu = self.inner_name == "ndarray"
+        self.cpu = self.inner_name in ("ndarray", "cpu")  # the CPU section, threads as torch
         inner = burnish.backend(self.inner_name)
         runtime = getattr(inner, "runtime", None)
         self.runtime = runtime(inner.default_device()) if runtime else None

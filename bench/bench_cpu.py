@@ -1,0 +1,226 @@
+"""burnish on the CPU against onnxruntime, PyTorch and NumPy, in one process.
+
+    python bench/bench_cpu.py                          # every case, cpu backend, 2 threads
+    python bench/bench_cpu.py --only chain --repeat 9
+    python bench/bench_cpu.py --only onnx --models resnet18 lstm --backend ndarray
+
+Cases:
+
+- **chain**: the GELU of a sum of two 16M-element float32 vectors: ``fusion+cpu`` (one fused
+  kernel), ``cpu`` (an op at a time), ``ndarray`` and torch eager, as GB/s (the 3 x 4 x n bytes
+  the chain reads and writes over its time) against NumPy's copy (2 x 4 x n bytes) timed in the
+  same run; the ratio is the chain's bandwidth over the copy's;
+- **onnx**: inference of models exported from PyTorch with random weights, ``burnish.onnx``'s
+  module on ``--backend`` against onnxruntime on the same file and inputs: ``resnet18``
+  (bench/resnet18.py, batch 2 of 3x224x224), ``lstm`` (a bidirectional 2-layer LSTM 64 -> 128
+  and a GRU 256 -> 128 over 32 steps, batch 8), ``transformer`` (a 2-layer post-norm
+  ``nn.TransformerEncoder``, d_model 128, 2 heads, feed-forward 512, seq 128, batch 2: tiny
+  BERT's sizes). Each median of ``--repeat`` runs after a warm-up, the implementations taking
+  turns; burnish's output is checked against onnxruntime's.
+
+Threads: ``--threads`` (default 2) for every side: OpenMP's (burnish's kernels), OpenBLAS's
+(NumPy), torch's and onnxruntime's intra-op pool. PyTorch and onnxruntime are references, not
+dependencies: a case whose reference is missing says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+if __name__ == "__main__":  # thread counts must be in the environment before NumPy loads
+    _early = argparse.ArgumentParser(add_help=False)
+    _early.add_argument("--threads", type=int, default=2)
+    for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, str(_early.parse_known_args()[0].threads))
+
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import burnish as bn  # noqa: E402
+from burnish import Tensor  # noqa: E402
+
+
+def _turns(functions: dict, repeat: int) -> dict[str, float]:
+    """The median time of each function over ``repeat`` runs, taking turns run by run."""
+    times: dict[str, list[float]] = {name: [] for name in functions}
+    for fn in functions.values():
+        fn()  # warm-up: compiling, caches
+    for _ in range(repeat):
+        for name, fn in functions.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _torch(threads: int):
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    return torch
+
+
+def chain(args: argparse.Namespace) -> list[str]:
+    n = 16 << 20
+    rng = np.random.default_rng(0)
+    a_np, b_np = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+    copy_target = np.empty_like(a_np)
+    functions = {"NumPy copy": lambda: np.copyto(copy_target, a_np)}
+    for name in ("fusion+cpu", "cpu", "ndarray"):
+        backend = bn.backend(name)
+        a = Tensor.from_data(a_np, device=name)
+        b = Tensor.from_data(b_np, device=name)
+
+        def run(a=a, b=b, backend=backend):
+            y = bn.functional.gelu(a + b)
+            backend.sync(y.device)
+            return y
+
+        functions[f"burnish {name}"] = run
+    torch = _torch(args.threads)
+    if torch is not None:
+        ta, tb = torch.from_numpy(a_np), torch.from_numpy(b_np)
+        functions["torch eager"] = lambda: torch.nn.functional.gelu(ta + tb)
+    times = _turns(functions, args.repeat)
+    copy_rate = 2 * 4 * n / times["NumPy copy"] / 1e9
+    rows = ["| implementation | ms | GB/s | x NumPy copy's GB/s |", "|---|---:|---:|---:|"]
+    for name, seconds in times.items():
+        moved = 2 if name == "NumPy copy" else 3
+        rate = moved * 4 * n / seconds / 1e9
+        rows.append(f"| {name} | {seconds * 1e3:.1f} | {rate:.1f} | {rate / copy_rate:.2f} |")
+    if torch is None:
+        rows.append("\n(torch is not installed: no torch row)")
+    return rows
+
+
+# -- ONNX models ---------------------------------------------------------------------------------
+
+
+def _resnet18(torch):
+    from resnet18 import torch_resnet18
+
+    return torch_resnet18(torch, cifar=False, classes=1000), (torch.randn(2, 3, 224, 224),)
+
+
+def _lstm(torch):
+    class Recurrent(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(64, 128, num_layers=2, bidirectional=True,
+                                      batch_first=True)
+            self.gru = torch.nn.GRU(256, 128, batch_first=True)
+            self.head = torch.nn.Linear(128, 10)
+
+        def forward(self, x):
+            y, _ = self.lstm(x)
+            y, _ = self.gru(y)
+            return self.head(y[:, -1])
+
+    return Recurrent(), (torch.randn(8, 32, 64),)
+
+
+def _transformer(torch):
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(1000, 128)
+            layer = torch.nn.TransformerEncoderLayer(128, 2, 512, dropout=0.0,
+                                                     batch_first=True)
+            self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = torch.nn.Linear(128, 2)
+
+        def forward(self, ids):
+            return self.head(self.encoder(self.embed(ids))[:, 0])
+
+    return Encoder(), (torch.randint(0, 1000, (2, 128)),)
+
+
+MODELS = {"resnet18": _resnet18, "lstm": _lstm, "transformer": _transformer}
+
+
+def onnx_models(args: argparse.Namespace) -> list[str]:
+    torch = _torch(args.threads)
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        ort = None
+    if torch is None or ort is None:
+        return ["(the onnx case needs torch to export the models and onnxruntime to compare: "
+                "pip install torch onnx onnxruntime)"]
+    from burnish.onnx import import_model
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.inter_op_num_threads = 1
+    rows = [f"| model | burnish {args.backend} ms | onnxruntime ms | x onnxruntime's time | "
+            "max abs diff |", "|---|---:|---:|---:|---:|"]
+    folder = Path(tempfile.mkdtemp(prefix="bench_cpu_"))
+    for name in args.models:
+        torch.manual_seed(0)
+        module, inputs = MODELS[name](torch)
+        module.eval()
+        path = folder / f"{name}.onnx"
+        # The plain layers, not torch's fused encoder kernel (which has no ONNX form).
+        torch.backends.mha.set_fastpath_enabled(False)
+        with torch.no_grad():
+            torch.onnx.export(module, inputs, str(path), opset_version=17, dynamo=False)
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        feeds = {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)}
+        model = import_model(str(path), device=args.backend)
+        tensors = [Tensor.from_data(x.numpy(), device=args.backend) for x in inputs]
+
+        def run_burnish(model=model, tensors=tensors):
+            return model(*tensors).to_numpy()
+
+        def run_ort(session=session, feeds=feeds):
+            return session.run(None, feeds)[0]
+
+        times = _turns({"burnish": run_burnish, "ort": run_ort}, args.repeat)
+        diff = float(np.abs(run_burnish() - run_ort()).max())
+        rows.append(f"| {name} | {times['burnish'] * 1e3:.1f} | {times['ort'] * 1e3:.1f} | "
+                    f"{times['burnish'] / times['ort']:.2f}x | {diff:.1e} |")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=["chain", "onnx"],
+                        default=["chain", "onnx"])
+    parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=list(MODELS))
+    parser.add_argument("--backend", default="cpu",
+                        help="the burnish backend of the onnx case (default cpu)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    device = bn.backend("cpu").default_device()
+    print(f"machine: {bn.backend('cpu').describe_device(device)}; {os.cpu_count()} cores; "
+          f"threads: {args.threads}; median of {args.repeat}")
+    torch = _torch(args.threads)
+    if torch is not None:
+        print(f"torch {torch.__version__}")
+    try:
+        import onnxruntime
+
+        print(f"onnxruntime {onnxruntime.__version__}")
+    except ImportError:
+        pass
+    if "chain" in args.only:
+        print("\nGELU(a + b), 16M float32\n")
+        print("\n".join(chain(args)))
+    if "onnx" in args.only:
+        print(f"\nONNX inference, batch as listed, {args.threads} threads each\n")
+        print("\n".join(onnx_models(args)))
+
+
+if __name__ == "__main__":
+    main()
