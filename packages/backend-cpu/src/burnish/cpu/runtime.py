@@ -50,6 +50,7 @@ class CpuRuntime(Runtime):
     #: Convolutions as a patch matrix times NumPy's BLAS: the implicit-GEMM kernels are the
     #: tiled product's loops, which BLAS outruns many times on a CPU.
     implicit_convolutions = False
+    library_bias = True
     serial_scatter = True
     workgroup_reductions = False
 

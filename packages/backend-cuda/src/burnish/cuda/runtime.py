@@ -244,11 +244,8 @@ class CudaRuntime(Runtime):
                 found = self._convolutions
         return found or None
 
-    def library_matmul(self, a: Any, b: Any, out: Any, batch: tuple[int, ...],
-                       bias: Any = None, groups: int = 1) -> bool:
-        # cuBLAS, for every float product it can read; a bias stays in the tiled kernel's
-        # epilogue (one pass) rather than a second launch after cuBLAS.
-        return bias is None and gemm.gemm(a, b, out, batch)
+    def library_matmul(self, a: Any, b: Any, out: Any, batch: tuple[int, ...]) -> bool:
+        return gemm.gemm(a, b, out, batch)  # cuBLAS, for every float product it can read
 
     def fuses_product(self, dtype: Any, macs: int) -> bool:
         # cuBLAS runs large products and every half-float one (tensor cores) much faster than

@@ -113,11 +113,15 @@ class Runtime(ABC):
                        bias: Any = None, groups: int = 1) -> bool:
         """Let a vendor library write ``out = a @ b`` (``JitTensor`` operands of one dtype, batch
         dims broadcast to ``batch``, ``out`` plain at its offset) instead of the tiled kernel;
-        False, with nothing enqueued, leaves the product to ``burnish.jit``. With ``bias`` (plain,
-        ``[groups * M]``), batch ``i``'s row ``m`` also gets ``bias[(i % groups) * M + m]``
-        added; a library that cannot add it says False. Runtimes without such a library keep
-        this default."""
+        False, with nothing enqueued, leaves the product to ``burnish.jit``. Only runtimes
+        whose ``library_bias`` is true are asked with a ``bias`` (plain, ``[groups * M]``):
+        batch ``i``'s row ``m`` also gets ``bias[(i % groups) * M + m]`` added. Runtimes
+        without such a library keep this default."""
         return False
+
+    #: Whether ``library_matmul`` takes a bias (else biased products stay in burnish.jit's
+    #: kernel, which adds it in the product's epilogue).
+    library_bias: bool = False
 
     #: Whether large convolutions take burnish.jit's implicit-GEMM kernels (``kernels.conv``);
     #: False sends them through a patch matrix and ``library_matmul`` (the CPU, whose BLAS

@@ -103,7 +103,9 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
     if k == 0:
         _zero_or_bias(out, bias, groups, m, n)
         return out
-    if library and runtime.library_matmul(a, b, out, batch, bias, groups):
+    if library and (runtime.library_matmul(a, b, out, batch) if bias is None else
+                    runtime.library_bias
+                    and runtime.library_matmul(a, b, out, batch, bias, groups)):
         return out
     layout = Layout(a, b, batch, out.offset, groups, bias is not None)
     buffers = [out.buffer, a.buffer, b.buffer] + ([bias.buffer] if bias is not None else [])
