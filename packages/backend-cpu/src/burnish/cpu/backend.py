@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from burnish.cpu.attention_ops import CpuAttentionOps
 from burnish.cpu.module_ops import CpuModuleOps
 from burnish.device import Device
 from burnish.dtype import ALL_DTYPES, DType
@@ -16,7 +15,7 @@ if TYPE_CHECKING:
     from burnish.jit.runtime import Runtime
 
 
-class CpuBackend(CpuModuleOps, CpuAttentionOps, JitBackend):
+class CpuBackend(CpuModuleOps, JitBackend):
     """One device, the CPU, all its cores (``OMP_NUM_THREADS`` sets how many). Every burnish
     dtype; float16 and bfloat16 are stored in 16 bits and computed in float32. Kernels are
     compiled by ``$CC`` (else ``cc``) and cached under ``$BURNISH_CACHE_DIR/cpu-kernels``;

@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 
-from burnish.cpu.runtime import matmul
 from burnish.jit.backend.module_ops import JitModuleOps
 from burnish.jit.kernels import conv as conv_kernels
 from burnish.jit.kernels.elementwise import plain
@@ -37,7 +36,7 @@ class CpuModuleOps(JitModuleOps):
         for start in range(0, batch, step):
             count = min(step, batch - start)
             part = x.view((count, *x.shape[1:]), x.strides, x.offset + start * x.strides[0])
-            columns = conv_kernels._columns(part, kernel, stride, padding, dilation, out_size,
+            columns = conv_kernels.columns(part, kernel, stride, padding, dilation, out_size,
                                             False)
             cols = columns.view((count, groups, inner, positions),
                                 (groups * inner * positions, inner * positions, positions, 1),
@@ -56,8 +55,6 @@ def _accumulate(grads: np.ndarray, cols: np.ndarray, result: np.ndarray, first: 
     lhs = grads.transpose(1, 2, 0, 3).reshape(groups, group_out, count * positions)
     rhs = cols.transpose(1, 0, 3, 2).reshape(groups, count * positions, -1)
     if first:
-        matmul(lhs, rhs, result)
+        np.matmul(lhs, rhs, out=result)
     else:
-        part = np.empty_like(result)
-        matmul(lhs, rhs, part)
-        result += part
+        result += np.matmul(lhs, rhs)

@@ -123,6 +123,11 @@ class CpuRuntime(Runtime):
         # for a bias or an activation costs.
         return not self.blas(dtype)
 
+    def fused_attention(self, dtype: Any) -> bool:
+        # The flash kernels' workgroup tiles, written for GPUs' on-chip memory, run here as
+        # loops over arrays; materialised scores go through BLAS.
+        return not self.blas(dtype)
+
     def library_matmul(self, a: JitTensor, b: JitTensor, out: JitTensor,
                        batch: tuple[int, ...], bias: JitTensor | None = None,
                        groups: int = 1) -> bool:
@@ -195,18 +200,12 @@ def _on_arrays(fn: Any, layouts: tuple, extra: tuple, *handles: HostBuffer) -> N
         fn(*arrays, *extra)
 
 
-def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``np.matmul(a, b, out=out)``, on the calling thread (``_OneBlasThread``). (Splitting
-    large products by rows across a pool of threads measured no faster on 2 cores.)"""
-    np.matmul(a, b, out=out)
-
-
 def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    matmul(a, b, out)
+    np.matmul(a, b, out=out)
 
 
 def _product_bias(a: np.ndarray, b: np.ndarray, bias: np.ndarray, out: np.ndarray,
                   groups: int) -> None:
-    matmul(a, b, out)
+    np.matmul(a, b, out=out)
     rows = out.reshape(-1, groups, *out.shape[-2:])  # out is plain: a view
     rows += bias

@@ -139,6 +139,12 @@ class Runtime(ABC):
     #: loop and its barriers split it into many.
     workgroup_reductions: bool = True
 
+    def fused_attention(self, dtype: Any) -> bool:
+        """Whether attention of ``dtype`` runs as burnish.jit's flash kernels (``kernels.
+        attention``) rather than the protocol's composition (scores materialised, products,
+        softmax): the cpu backend says no where its BLAS takes the products."""
+        return True
+
     def fuses_product(self, dtype: Any, macs: int) -> bool:
         """Whether ``burnish.fusion`` may record a product of ``dtype`` and ``macs``
         multiply-adds, to run it in ``burnish.jit``'s kernel together with the elementwise ops

@@ -158,7 +158,7 @@ static inline uint16_t float_to_half(float x) {{
     def builtin(self, which: str, axis: int) -> str:
         if which == "local_id":
             if self._context == "uniform":
-                raise NotImplementedError(
+                raise ValueError(
                     "kernel IR: a loop or branch around a barrier depends on the local id "
                     "(it must be the same for every invocation of a workgroup)")
             return ("lx", "ly", "lz")[axis]
@@ -394,7 +394,7 @@ def _check_breaks(stmts: list) -> None:
     """A ``break`` in a work-item loop must leave a loop inside it, not the loop around it."""
     for s in stmts:
         if isinstance(s, ir.Break):
-            raise NotImplementedError(
+            raise ValueError(
                 "kernel IR: a break out of a loop that holds a barrier, from code that runs "
                 "per invocation (the C generator runs such loops once per workgroup)")
         if isinstance(s, ir.If):

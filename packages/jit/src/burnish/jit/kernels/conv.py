@@ -120,10 +120,10 @@ def _gemm(x: JitTensor, matrix: JitTensor, bias: JitTensor | None, groups: int, 
     for start in range(0, batch, step):
         count = min(step, batch - start)
         part = x.view((count, *x.shape[1:]), x.strides, x.offset + start * x.strides[0])
-        columns = _columns(part, kernel, stride, padding, dilation, out_size, transposed)
+        patches = columns(part, kernel, stride, padding, dilation, out_size, transposed)
         lhs = matrix.view((count, groups, out_per_group, inner),
                           (0, *matrix.strides), matrix.offset)
-        rhs = columns.view((count, groups, inner, positions),
+        rhs = patches.view((count, groups, inner, positions),
                            (channels * taps * positions, inner * positions, positions, 1), 0)
         target = out.view((count, groups, out_per_group, positions),
                           contiguous_strides((count, groups, out_per_group, positions)),
@@ -132,7 +132,7 @@ def _gemm(x: JitTensor, matrix: JitTensor, bias: JitTensor | None, groups: int, 
     return out
 
 
-def _columns(x: JitTensor, kernel: Dims, stride: Dims, padding: Dims, dilation: Dims,
+def columns(x: JitTensor, kernel: Dims, stride: Dims, padding: Dims, dilation: Dims,
              out_size: Dims, transposed: bool) -> JitTensor:
     """The patch matrix ``[batch, channels * taps, positions]`` of ``x``: zeros where a tap
     falls in the padding (or, transposed, between strided input elements)."""
