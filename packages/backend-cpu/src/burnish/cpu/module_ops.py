@@ -1,6 +1,7 @@
-"""Convolutions' weight gradients on the CPU: the patch matrix of ``burnish.jit`` times the
-output's gradient in one BLAS product per group (forward convolutions and input gradients take
-the same way through ``CpuRuntime.library_matmul``)."""
+"""Convolutions' weight gradients on the CPU: each sample's patch matrix times the output's
+gradient, summed over the batch by ``burnish.cpu.conv`` (forward convolutions and input
+gradients go there through ``CpuRuntime.library_conv``); where that cannot run, burnish.jit's
+patch matrix times the gradient in one BLAS product per group."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import math
 
 import numpy as np
 
+from burnish.cpu.blas import Gemm
+from burnish.cpu.conv import NativeConv, geometry
 from burnish.jit.backend.module_ops import JitModuleOps
 from burnish.jit.kernels import conv as conv_kernels
 from burnish.jit.kernels.elementwise import plain
@@ -32,6 +35,13 @@ class CpuModuleOps(JitModuleOps):
         inner = per_group * taps
         result = out.view((groups, group_out, inner), (group_out * inner, inner, 1), 0)
         grad = plain(grad)
+        native = runtime.native_conv
+        if x.dtype.name in native.entries and 1 <= len(kernel) <= 3:
+            words = geometry(x.shape[2:], out_size, kernel, stride, padding, dilation,
+                             x.strides[2:])
+            runtime.host(_weight_grad, (x, grad), (result,), tuple(words.tolist()), groups,
+                         native)
+            return out
         step = max(1, conv_kernels.COLUMN_LIMIT // max(1, channels * taps * positions))
         for start in range(0, batch, step):
             count = min(step, batch - start)
@@ -44,14 +54,24 @@ class CpuModuleOps(JitModuleOps):
             grads = grad.view((count, groups, group_out, positions),
                               (out_channels * positions, group_out * positions, positions, 1),
                               grad.offset + start * out_channels * positions)
-            runtime.host(_accumulate, (grads, cols), (result,), start == 0)
+            runtime.host(_accumulate, (grads, cols), (result,), start == 0, runtime.gemm)
         return out
 
 
-def _accumulate(grads: np.ndarray, cols: np.ndarray, result: np.ndarray, first: bool) -> None:
-    """``result[g] (+)= sum over samples and positions of grads[:, g] x cols[:, g]``: per group
-    one product whose inner dim is samples x positions."""
+def _weight_grad(x: np.ndarray, grad: np.ndarray, result: np.ndarray, words: tuple[int, ...],
+                 groups: int, native: NativeConv) -> None:
+    native.weight_grad(x, grad, result, np.array(words, np.int64), groups, False)
+
+
+def _accumulate(grads: np.ndarray, cols: np.ndarray, result: np.ndarray, first: bool,
+                gemm: Gemm) -> None:
+    """``result[g] (+)= sum over samples and positions of grads[:, g] x cols[:, g]``: one
+    product per sample added up in place (one group), else per group one product whose inner
+    dim is samples x positions."""
     count, groups, group_out, positions = grads.shape
+    if groups == 1 and gemm.product(grads[:, 0], cols[:, 0].swapaxes(-1, -2), result[0],
+                                    accumulate=True, beta=0.0 if first else 1.0):
+        return
     lhs = grads.transpose(1, 2, 0, 3).reshape(groups, group_out, count * positions)
     rhs = cols.transpose(1, 0, 3, 2).reshape(groups, count * positions, -1)
     if first:

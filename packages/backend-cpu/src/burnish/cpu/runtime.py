@@ -10,15 +10,18 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
 
+from burnish.cpu.blas import Gemm
 from burnish.cpu.compiler import Compiler
+from burnish.cpu.conv import NativeConv, geometry
 from burnish.jit import ir
 from burnish.jit.codegen.cpu import CpuGenerator
 from burnish.jit.runtime import Runtime
-from burnish.jit.tensor import JitTensor
+from burnish.jit.tensor import JitTensor, contiguous_strides
 
 _ALIGN = 64
 _memmove = ctypes.memmove
@@ -59,6 +62,8 @@ class CpuRuntime(Runtime):
         self.compiler = compiler
         self.generator = CpuGenerator(vector_math=compiler.vector_math)
         self.threads = os.cpu_count() or 1
+        self._gemm: Gemm | None = None
+        self._conv: NativeConv | None = None
         self.library_products = os.environ.get("BURNISH_CPU_BLAS", "1").lower() not in (
             "0", "false", "off", "no")
 
@@ -136,12 +141,42 @@ class CpuRuntime(Runtime):
         if not self.blas(a.dtype):
             return False
         if bias is None:
-            self.host(_product, (a, b), (out,))
+            self.host(_product, (a, b), (out,), self.gemm)
         else:
             m = out.shape[-2]
             self.host(_product_bias, (a, b, bias.view((groups, m, 1), (m, 1, 0), bias.offset)),
-                      (out,), groups)
+                      (out,), groups, self.gemm)
         return True
+
+    @property
+    def native_conv(self) -> NativeConv:
+        """Convolutions in compiled C over BLAS (made at the first use)."""
+        if self._conv is None:
+            self._conv = NativeConv(self.compiler, self.gemm)
+        return self._conv
+
+    def library_conv(self, x: JitTensor, matrix: JitTensor, bias: JitTensor | None,
+                     out: JitTensor, groups: int, kernel: tuple[int, ...],
+                     stride: tuple[int, ...], padding: tuple[int, ...],
+                     dilation: tuple[int, ...], transposed: bool) -> bool:
+        """Float convolutions of 1 to 3 spatial dims through ``burnish.cpu.conv``: each
+        sample's patch matrix made and multiplied by BLAS while it is in the cache."""
+        if (not self.blas(x.dtype) or not 1 <= len(kernel) <= 3
+                or matrix.strides != contiguous_strides(matrix.shape)
+                or x.dtype.name not in self.native_conv.entries):
+            return False
+        words = tuple(geometry(x.shape[2:], out.shape[2:], kernel, stride, padding, dilation,
+                               x.strides[2:]).tolist())
+        inputs = (x, matrix) if bias is None else (x, matrix, bias)
+        self.host(_conv, inputs, (out,), words, groups, transposed, self.native_conv)
+        return True
+
+    @property
+    def gemm(self) -> Gemm:
+        """Products on NumPy's BLAS from this runtime's threads (made at the first use)."""
+        if self._gemm is None:
+            self._gemm = Gemm(self.compiler, self.threads)
+        return self._gemm
 
     def host(self, fn: Any, inputs: Sequence[JitTensor], outputs: Sequence[JitTensor],
              *extra: Any) -> None:
@@ -150,62 +185,39 @@ class CpuRuntime(Runtime):
         and replays it on the buffers the replay uses."""
         tensors = (*inputs, *outputs)
         layouts = tuple((t.shape, t.strides, t.offset, t.dtype.name) for t in tensors)
-        self.call(_on_arrays, (fn, layouts, extra, *[t.buffer.handle for t in tensors]),
+        guard = self.gemm.guard
+        self.call(_on_arrays, (fn, guard, layouts, extra, *[t.buffer.handle for t in tensors]),
                   [t.buffer.handle for t in inputs], [t.buffer.handle for t in outputs],
                   key=(fn, layouts, extra))
         self.launches += 1
 
 
-class _OneBlasThread:
-    """NumPy's BLAS on the calling thread alone while it runs burnish's work, its thread count
-    restored after. Its own threads spin for work after each call (OpenBLAS: about 0.1 s), on
-    the cores burnish's kernels then need: on 2 cores that made training steps 3x slower
-    (bench/RESULTS.md). Found through threadpoolctl; without it, nothing is changed."""
-
-    def __init__(self) -> None:
-        try:
-            from threadpoolctl import ThreadpoolController
-        except ImportError:  # pragma: no cover - a dependency; kept optional for vendored NumPy
-            self.libraries: list[Any] = []
-        else:
-            self.libraries = ThreadpoolController().select(user_api="blas").lib_controllers
-        self.saved: list[int] = []
-
-    def __enter__(self) -> None:
-        self.saved = [library.get_num_threads() for library in self.libraries]
-        for library, threads in zip(self.libraries, self.saved):
-            if threads != 1:
-                library.set_num_threads(1)
-
-    def __exit__(self, *exc: Any) -> None:
-        for library, threads in zip(self.libraries, self.saved):
-            if threads != 1:
-                library.set_num_threads(threads)
-
-
-_ONE_BLAS_THREAD: _OneBlasThread | None = None
-
-
-def _on_arrays(fn: Any, layouts: tuple, extra: tuple, *handles: HostBuffer) -> None:
-    global _ONE_BLAS_THREAD
-    if _ONE_BLAS_THREAD is None:
-        _ONE_BLAS_THREAD = _OneBlasThread()
+def _on_arrays(fn: Any, guard: AbstractContextManager[Any], layouts: tuple, extra: tuple,
+               *handles: HostBuffer) -> None:
     arrays = []
     for handle, (shape, strides, offset, dtype) in zip(handles, layouts):
         kind = np.dtype(dtype)  # float32, float64 and the ints: NumPy's types are the storage
         size = kind.itemsize
         arrays.append(np.ndarray(shape, kind, buffer=handle.array, offset=offset * size,
                                  strides=tuple(s * size for s in strides)))
-    with np.errstate(all="ignore"), _ONE_BLAS_THREAD:  # NaN and inf propagate, as in kernels
+    with np.errstate(all="ignore"), guard:  # NaN and inf propagate, as in kernels
         fn(*arrays, *extra)
 
 
-def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    np.matmul(a, b, out=out)
+def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, gemm: Gemm) -> None:
+    if not gemm.product(a, b, out):
+        np.matmul(a, b, out=out)
 
 
 def _product_bias(a: np.ndarray, b: np.ndarray, bias: np.ndarray, out: np.ndarray,
-                  groups: int) -> None:
-    np.matmul(a, b, out=out)
+                  groups: int, gemm: Gemm) -> None:
+    _product(a, b, out, gemm)
     rows = out.reshape(-1, groups, *out.shape[-2:])  # out is plain: a view
     rows += bias
+
+
+def _conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> None:
+    """``NativeConv.forward`` with the arguments ``CpuRuntime.library_conv`` recorded."""
+    *tensors, words, groups, transposed, native = rest
+    bias, out = tensors if len(tensors) == 2 else (None, tensors[0])
+    native.forward(x, matrix, bias, out, np.array(words, np.int64), groups, transposed)

@@ -119,6 +119,17 @@ class Runtime(ABC):
         without such a library keep this default."""
         return False
 
+    def library_conv(self, x: Any, matrix: Any, bias: Any, out: Any, groups: int,
+                     kernel: tuple[int, ...], stride: tuple[int, ...],
+                     padding: tuple[int, ...], dilation: tuple[int, ...],
+                     transposed: bool) -> bool:
+        """Let a library write a convolution's ``out`` (plain, ``[batch, groups * M,
+        *out_size]``) = ``matrix`` (plain, ``[groups, M, in / groups * taps]``) times the
+        patches of ``x`` (``kernels.conv.columns``'s, ``transposed`` as there), plus ``bias``
+        (plain ``[groups * M]`` or None); False, with nothing enqueued, leaves it to
+        ``burnish.jit``'s kernels. Runtimes without such a library keep this default."""
+        return False
+
     #: Whether ``library_matmul`` takes a bias (else biased products stay in burnish.jit's
     #: kernel, which adds it in the product's epilogue).
     library_bias: bool = False

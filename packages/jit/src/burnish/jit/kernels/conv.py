@@ -113,6 +113,9 @@ def _gemm(x: JitTensor, matrix: JitTensor, bias: JitTensor | None, groups: int, 
         return out
     if bias is not None:
         bias = plain(bias)
+    if runtime.library_conv(x, matrix, bias, out, groups, kernel, stride, padding, dilation,
+                            transposed):
+        return out
     if _implicit_forward(x, matrix, bias, out, groups, kernel, stride, padding, dilation,
                          out_size, transposed):
         return out

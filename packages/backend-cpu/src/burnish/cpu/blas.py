@@ -1,0 +1,236 @@
+"""Products through NumPy's BLAS, on burnish's threads.
+
+NumPy's OpenBLAS keeps a pool of threads of its own. Its parallel products are jobs that wait
+on each other's packed blocks in spin loops, and after each call its threads spin on for about
+0.1 s: beside burnish's OpenMP kernels (or any other busy process) on few cores, a thread spins
+while the one it waits for has no core, and interleaved products and kernels ran 3x slower than
+either alone (bench/RESULTS.md). So burnish keeps OpenBLAS on one thread while its work calls it
+(``OneBlasThread``) and parallelizes products itself: ``Gemm`` splits a product, or a batch of
+them, into independent single-threaded BLAS calls run by the same OpenMP team as the kernels;
+the threads meet only at the end. ``cblas_sgemm``/``cblas_dgemm`` are called straight on
+burnish's buffers from C, in whichever of the two layouts each operand has (no copies).
+
+Found through threadpoolctl; where there is no OpenBLAS (or no OpenMP), products stay with
+NumPy's ``matmul``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import itertools
+from typing import Any
+
+import numpy as np
+
+#: One product per task: ``count`` products (or, accumulating, one sum of them), each split in
+#: ``parts_m`` row blocks and ``parts_n`` column blocks. Addresses come as three int64 arrays.
+GEMM_SOURCE = r"""
+#include <stdint.h>
+
+#define GEMM(NAME, T, I)                                                                      \
+typedef void (*NAME##_fn)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
+void NAME(void *fn, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t count,          \
+          const int64_t *as, const int64_t *bs, const int64_t *cs, int64_t lda, int64_t ldb, \
+          int64_t ldc, int accumulate, T beta, int64_t parts_m, int64_t parts_n) {           \
+    NAME##_fn gemm = (NAME##_fn)fn;                                                          \
+    int64_t parts = parts_m * parts_n, tasks = accumulate ? parts : count * parts;          \
+    _Pragma("omp parallel for schedule(static) if (tasks > 1)")                            \
+    for (int64_t task = 0; task < tasks; task++) {                                          \
+        int64_t part = task % parts, pm = part / parts_n, pn = part % parts_n;               \
+        int64_t r0 = m * pm / parts_m, r1 = m * (pm + 1) / parts_m;                          \
+        int64_t c0 = n * pn / parts_n, c1 = n * (pn + 1) / parts_n;                          \
+        if (r1 <= r0 || c1 <= c0) continue;                                                  \
+        int64_t first = accumulate ? 0 : task / parts, last = accumulate ? count : first + 1; \
+        for (int64_t i = first; i < last; i++) {                                            \
+            const T *a = (const T *)as[i] + r0 * (ta ? 1 : lda);                             \
+            const T *b = (const T *)bs[i] + c0 * (tb ? ldb : 1);                             \
+            T *c = (T *)cs[i] + r0 * ldc + c0;                                               \
+            gemm(101, ta ? 112 : 111, tb ? 112 : 111, (I)(r1 - r0), (I)(c1 - c0), (I)k,       \
+                 (T)1, a, (I)lda, b, (I)ldb, (accumulate && i) ? (T)1 : beta, c, (I)ldc);    \
+        }                                                                                    \
+    }                                                                                        \
+}
+
+GEMM(burnish_gemm_f32_i64, float, int64_t)
+GEMM(burnish_gemm_f64_i64, double, int64_t)
+GEMM(burnish_gemm_f32_i32, float, int32_t)
+GEMM(burnish_gemm_f64_i32, double, int32_t)
+"""
+
+#: Multiply-adds below which a product is not split (the threads' start costs more).
+MIN_SPLIT_MACS = 1 << 17
+
+_ADDRESSES = ctypes.POINTER(ctypes.c_int64)
+
+
+def _openblas_libraries() -> list[Any]:
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - a dependency; kept optional for vendored NumPy
+        return []
+    return ThreadpoolController().select(user_api="blas").lib_controllers
+
+
+def _symbol(library: ctypes.CDLL, name: str) -> tuple[Any, bool] | None:
+    """``name`` in ``library`` under the affixes of OpenBLAS's builds (``scipy_``, ``64_``),
+    and whether its integers are 64-bit."""
+    for prefix, suffix in itertools.product(("", "scipy_"), ("", "64_", "_64")):
+        found = getattr(library, f"{prefix}{name}{suffix}", None)
+        if found is not None:
+            return found, bool(suffix)
+    return None
+
+
+class OneBlasThread:
+    """NumPy's BLAS on the calling thread alone while it runs, its thread count restored after."""
+
+    def __init__(self, libraries: list[Any]) -> None:
+        self.libraries = libraries
+        self.saved: list[int] = []
+
+    def __enter__(self) -> None:
+        self.saved = [library.get_num_threads() for library in self.libraries]
+        for library, threads in zip(self.libraries, self.saved):
+            if threads != 1:
+                library.set_num_threads(1)
+
+    def __exit__(self, *exc: Any) -> None:
+        for library, threads in zip(self.libraries, self.saved):
+            if threads != 1:
+                library.set_num_threads(threads)
+
+
+class Gemm:
+    """NumPy's OpenBLAS called from burnish's OpenMP threads (``available`` False where there is
+    no OpenBLAS or no OpenMP: ``product`` then returns False and the caller uses NumPy)."""
+
+    def __init__(self, compiler: Any, threads: int) -> None:
+        libraries = _openblas_libraries()
+        self.guard = OneBlasThread(libraries)
+        self.threads = threads
+        self.functions: dict[str, tuple[Any, int, bool]] = {}
+        openblas = [lib for lib in libraries if lib.internal_api == "openblas"]
+        if len(openblas) != 1 or not compiler.openmp:
+            return
+        compiled = compiler.build(GEMM_SOURCE)
+        for dtype, name in (("float32", "cblas_sgemm"), ("float64", "cblas_dgemm")):
+            found = _symbol(openblas[0].dynlib, name)
+            if found is None:
+                return
+            function, wide = found
+            entry = getattr(compiled, f"burnish_gemm_{'f32' if dtype == 'float32' else 'f64'}"
+                                      f"_{'i64' if wide else 'i32'}")
+            scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
+            entry.argtypes = ([ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+                              + [ctypes.c_int64] * 4 + [_ADDRESSES] * 3 + [ctypes.c_int64] * 3
+                              + [ctypes.c_int, scalar, ctypes.c_int64, ctypes.c_int64])
+            entry.restype = None
+            self.functions[dtype] = (entry, ctypes.cast(function, ctypes.c_void_p).value or 0,
+                                     wide)
+        self.library = compiled  # kept loaded while the entries may run
+
+    @property
+    def available(self) -> bool:
+        return len(self.functions) == 2
+
+    def pointers(self) -> dict[str, tuple[int, bool]]:
+        """Per dtype, the address of BLAS's ``gemm`` and whether its integers are 64-bit (for
+        other C code that calls it)."""
+        return {dtype: (address, wide) for dtype, (_, address, wide) in self.functions.items()}
+
+    def product(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False,
+                beta: float = 0.0) -> bool:
+        """``out = beta * out + a @ b`` (batched, broadcast); ``accumulate``: ``out`` is one
+        matrix and receives the sum of every product of the batch. False where a layout is not
+        one BLAS takes (the caller then does it some other way)."""
+        entry = self.functions.get(out.dtype.name)
+        if entry is None or a.dtype != out.dtype or b.dtype != out.dtype:
+            return False
+        plan = _plan(a.shape, a.strides, b.shape, b.strides, out.shape, out.strides,
+                     out.dtype.itemsize, accumulate, self.threads)
+        if plan is None:
+            return False
+        (ta, tb, m, n, k, lda, ldb, ldc, a_offsets, b_offsets, c_offsets, parts_m,
+         parts_n) = plan
+        count = len(a_offsets)
+        if m == 0 or n == 0:
+            return True
+        if k == 0 or count == 0:  # empty sums
+            if beta == 0:
+                out[...] = 0
+            else:
+                out *= beta
+            return True
+        addresses = [offsets + array.ctypes.data for offsets, array in
+                     ((a_offsets, a), (b_offsets, b), (c_offsets, out))]
+        function, gemm, _ = entry
+        function(gemm, ta, tb, m, n, k, count,
+                 *[x.ctypes.data_as(_ADDRESSES) for x in addresses],
+                 lda, ldb, ldc, int(accumulate), beta, parts_m, parts_n)
+        return True
+
+
+def _matrix(shape: tuple[int, ...], strides: tuple[int, ...], size: int
+            ) -> tuple[int, int] | None:
+    """``(transposed, leading dimension)`` of the last two dims as BLAS reads them (row-major
+    ``rows x cols``), or None where they are in neither layout."""
+    rows, cols = shape[-2:]
+    if rows == 0 or cols == 0:
+        return 0, max(1, cols)  # nothing is read (NumPy gives empty arrays zero strides)
+    rs, cs = strides[-2:]
+    if rs % size or cs % size:
+        return None
+    rs, cs = rs // size, cs // size
+    if (cs == 1 or cols == 1) and (rs >= max(1, cols) or rows == 1):
+        return 0, max(rs if rows > 1 else cols, cols, 1)
+    if (rs == 1 or rows == 1) and (cs >= max(1, rows) or cols == 1):
+        return 1, max(cs if cols > 1 else rows, rows, 1)
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
+          b_strides: tuple[int, ...], c_shape: tuple[int, ...], c_strides: tuple[int, ...],
+          size: int, accumulate: bool, threads: int) -> tuple | None:
+    """The BLAS calls of one product layout: operand layouts, batch offsets and the split."""
+    if len(a_shape) < 2 or len(b_shape) < 2 or len(c_shape) < 2:
+        return None
+    m, k = a_shape[-2:]
+    n = b_shape[-1]
+    if b_shape[-2] != k or c_shape[-2:] != (m, n):
+        return None
+    layouts = [_matrix(a_shape, a_strides, size), _matrix(b_shape, b_strides, size)]
+    out_layout = _matrix(c_shape, c_strides, size)
+    if None in layouts or out_layout is None or out_layout[0]:
+        return None
+    (ta, lda), (tb, ldb), (_, ldc) = layouts[0], layouts[1], out_layout  # type: ignore[misc]
+    batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2], () if accumulate else c_shape[:-2])
+    if not accumulate and batch != c_shape[:-2]:
+        return None
+    if accumulate and len(c_shape) != 2:
+        return None
+
+    def offsets(shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+        """Each product's offset in bytes from the operand's start, in batch order."""
+        found = np.zeros(shape, np.int64)
+        for d, (extent, stride) in enumerate(zip(shape, strides)):
+            found += (np.arange(extent, dtype=np.int64) * stride).reshape(
+                (extent,) + (1,) * (len(shape) - d - 1))
+        return np.ascontiguousarray(np.broadcast_to(found, batch)).reshape(-1)
+
+    a_off = offsets(a_shape[:-2], a_strides[:-2])
+    b_off = offsets(b_shape[:-2], b_strides[:-2])
+    c_off = (np.zeros(a_off.size, np.int64) if accumulate
+             else offsets(c_shape[:-2], c_strides[:-2]))
+    count = a_off.size
+    parts_m = parts_n = 1
+    work = m * n * k
+    tasks = 1 if accumulate else count
+    if threads > 1 and tasks < threads and work >= MIN_SPLIT_MACS:
+        parts = -(-threads // tasks)
+        if m >= n:
+            parts_m = min(parts, m)
+        else:
+            parts_n = min(parts, n)
+    return (ta, tb, m, n, k, lda, ldb, ldc, a_off, b_off, c_off, parts_m, parts_n)

@@ -1,0 +1,100 @@
+"""Products and convolutions on NumPy's BLAS from burnish's OpenMP threads: every layout BLAS
+takes (and those it does not, which fall back), batches split across the threads, weight
+gradients summed over the batch, and convolutions of 1 to 3 spatial dims against ndarray."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import burnish
+from burnish import Tensor
+from burnish.cpu.blas import Gemm
+from burnish.cpu.compiler import Compiler
+from burnish.cpu.conv import NativeConv
+
+
+@pytest.fixture(scope="module")
+def gemm() -> Gemm:
+    found = Gemm(Compiler(), threads=2)
+    if not found.available:
+        pytest.skip("NumPy's BLAS is not OpenBLAS, or the compiler has no OpenMP")
+    return found
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_products_in_every_layout_blas_takes_match_float64(gemm, dtype):
+    rng = np.random.default_rng(0)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    for (m, k, n), ta, tb, batch in itertools.product(
+            [(1, 1, 1), (3, 5, 7), (64, 288, 576), (257, 129, 3), (2, 600, 900), (0, 3, 4),
+             (3, 0, 4)], (0, 1), (0, 1), [(), (3,), (2, 1)]):
+        stored = rng.standard_normal((*batch, k, m) if ta else (*batch, m, k)).astype(dtype)
+        a = stored.swapaxes(-1, -2) if ta else stored
+        b = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+        b = b.T if tb else b
+        out = np.full((*batch, m, n), np.nan, dtype)
+        with gemm.guard:
+            assert gemm.product(a, b, out)
+        expected = a.astype(np.float64) @ b.astype(np.float64)
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol * max(1, k),
+                                   err_msg=f"{(m, k, n)} ta={ta} tb={tb} batch={batch}")
+
+
+def test_a_batch_summed_into_one_matrix_with_beta(gemm):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((5, 40, 70)).astype(np.float32)
+    b = rng.standard_normal((5, 30, 70)).astype(np.float32)
+    out = rng.standard_normal((40, 30)).astype(np.float32)
+    expected = out + np.einsum("bmk,bnk->mn", a, b)
+    assert gemm.product(a, b.swapaxes(-1, -2), out, accumulate=True, beta=1.0)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-3)
+    assert gemm.product(a, b.swapaxes(-1, -2), out, accumulate=True, beta=0.0)
+    np.testing.assert_allclose(out, np.einsum("bmk,bnk->mn", a, b), rtol=1e-4, atol=1e-3)
+
+
+def test_layouts_blas_cannot_take_are_refused(gemm):
+    x = np.ones((4, 8), np.float32)
+    assert not gemm.product(x[:, ::2], x[:4, :4], np.empty((4, 4), np.float32))  # stride 2
+    assert not gemm.product(x[:, :4], x[:4, :4], np.empty((4, 4), np.float32).T)  # out column-major
+    assert not gemm.product(x[:, :4], x[:4, :4].astype(np.float64), np.empty((4, 4)))
+
+
+CASES = [  # (spatial size, kernel, stride, padding, dilation, groups, batch)
+    ((9,), (3,), (2,), (1,), (1,), 1, 3),
+    ((8, 7), (3, 3), (1, 1), (1, 1), (1, 1), 1, 4),
+    ((8, 7), (3, 2), (2, 1), (0, 2), (1, 2), 2, 1),
+    ((11, 10), (5, 5), (2, 3), (2, 1), (1, 1), 1, 2),
+    ((4, 5, 6), (2, 3, 2), (1, 2, 1), (1, 0, 1), (2, 1, 1), 3, 2),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[str(c[:3]) for c in CASES])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_convolutions_and_their_gradients_match_ndarray(case, dtype, monkeypatch):
+    calls: list[str] = []
+    for name in ("forward", "weight_grad"):
+        original = getattr(NativeConv, name)
+        monkeypatch.setattr(NativeConv, name, lambda self, *args, _name=name, _f=original:
+                            calls.append(_name) or _f(self, *args))
+    size, kernel, stride, padding, dilation, groups, batch = case
+    rng = np.random.default_rng(2)
+    channels, out_channels = 2 * groups, 3 * groups
+    x = rng.standard_normal((batch, channels, *size)).astype(dtype)
+    w = rng.standard_normal((out_channels, channels // groups, *kernel)).astype(dtype)
+    bias = rng.standard_normal(out_channels).astype(dtype)
+    conv = {1: burnish.functional.conv1d, 2: burnish.functional.conv2d,
+            3: burnish.functional.conv3d}[len(size)]
+    results = {}
+    for device in ("autodiff+ndarray", "autodiff+cpu"):
+        tx, tw, tb = (Tensor.from_data(a, device=device).require_grad() for a in (x, w, bias))
+        y = conv(tx, tw, tb, stride=stride, padding=padding, dilation=dilation, groups=groups)
+        grads = (y * y).sum().backward()
+        results[device] = [y.to_numpy()] + [t.grad(grads).to_numpy() for t in (tx, tw, tb)]
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    for got, expected in zip(results["autodiff+cpu"], results["autodiff+ndarray"]):
+        np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+    # The forward pass and the input gradient (a transposed convolution), and the weight's.
+    assert sorted(calls) == ["forward", "forward", "weight_grad"], calls
