@@ -98,3 +98,36 @@ def test_convolutions_and_their_gradients_match_ndarray(case, dtype, monkeypatch
         np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
     # The forward pass and the input gradient (a transposed convolution), and the weight's.
     assert sorted(calls) == ["forward", "forward", "weight_grad"], calls
+
+
+POOLS = [  # (spatial size, kernel, stride, padding, dilation, ceil_mode)
+    ((9,), (3,), (2,), (1,), (1,), False),
+    ((8, 7), (2, 2), (2, 2), (0, 0), (1, 1), False),
+    ((8, 7), (3, 2), (2, 1), (1, 1), (2, 1), True),
+    ((4, 5, 6), (2, 3, 2), (1, 2, 2), (1, 1, 0), (1, 1, 2), True),
+]
+
+
+@pytest.mark.parametrize("case", POOLS, ids=[str(c[:3]) for c in POOLS])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_max_pooling_values_indices_and_gradients_match_ndarray(case, dtype, monkeypatch):
+    calls: list[int] = []
+    original = NativeConv.max_pool
+    monkeypatch.setattr(NativeConv, "max_pool",
+                        lambda self, *args: calls.append(1) or original(self, *args))
+    size, kernel, stride, padding, dilation, ceil_mode = case
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, *size)).astype(dtype)
+    x.reshape(-1)[[5, 17]] = np.nan  # NaN wins its windows, as in the kernels
+    results, weights = {}, None
+    for device in ("autodiff+ndarray", "autodiff+cpu"):
+        tx = Tensor.from_data(x, device=device).require_grad()
+        y, index = burnish.functional.max_pool_with_indices(
+            tx, kernel, stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil_mode)
+        if weights is None:  # the same upstream gradient on both sides
+            weights = rng.standard_normal(y.shape).astype(dtype)
+        grads = (y * Tensor.from_data(weights, device=device)).sum().backward()
+        results[device] = [y.to_numpy(), index.to_numpy(), tx.grad(grads).to_numpy()]
+    for got, expected in zip(results["autodiff+cpu"], results["autodiff+ndarray"]):
+        np.testing.assert_array_equal(got, expected)
+    assert calls, "the compiled pooling did not run"

@@ -171,6 +171,18 @@ class CpuRuntime(Runtime):
         self.host(_conv, inputs, (out,), words, groups, transposed, self.native_conv)
         return True
 
+    def library_max_pool(self, x: JitTensor, out: JitTensor, index: JitTensor | None,
+                         kernel: tuple[int, ...], stride: tuple[int, ...],
+                         padding: tuple[int, ...], dilation: tuple[int, ...]) -> bool:
+        """Float max pooling of 1 to 3 spatial dims in compiled C, plane by plane."""
+        if not 1 <= len(kernel) <= 3 or x.dtype.name not in self.native_conv.pools:
+            return False
+        words = tuple(geometry(x.shape[2:], out.shape[2:], kernel, stride, padding, dilation,
+                               x.strides[2:]).tolist())
+        outputs = (out,) if index is None else (out, index)
+        self.host(_max_pool, (x,), outputs, words, self.native_conv)
+        return True
+
     @property
     def gemm(self) -> Gemm:
         """Products on NumPy's BLAS from this runtime's threads (made at the first use)."""
@@ -221,3 +233,10 @@ def _conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> None:
     *tensors, words, groups, transposed, native = rest
     bias, out = tensors if len(tensors) == 2 else (None, tensors[0])
     native.forward(x, matrix, bias, out, np.array(words, np.int64), groups, transposed)
+
+
+def _max_pool(x: np.ndarray, *rest: Any) -> None:
+    """``NativeConv.max_pool`` with the arguments ``CpuRuntime.library_max_pool`` recorded."""
+    *outputs, words, native = rest
+    out, index = outputs if len(outputs) == 2 else (outputs[0], None)
+    native.max_pool(x, out, index, np.array(words, np.int64))

@@ -130,6 +130,15 @@ class Runtime(ABC):
         ``burnish.jit``'s kernels. Runtimes without such a library keep this default."""
         return False
 
+    def library_max_pool(self, x: Any, out: Any, index: Any, kernel: tuple[int, ...],
+                         stride: tuple[int, ...], padding: tuple[int, ...],
+                         dilation: tuple[int, ...]) -> bool:
+        """Let a library write a max pooling's ``out`` (plain ``[batch, channels,
+        *out_size]``) and, unless None, ``index`` (plain int64, the flat spatial index of each
+        max, as ``kernels.pool`` gives it); False, with nothing enqueued, leaves it to
+        ``burnish.jit``'s kernel. Runtimes without such a library keep this default."""
+        return False
+
     #: Whether ``library_matmul`` takes a bias (else biased products stay in burnish.jit's
     #: kernel, which adds it in the product's epilogue).
     library_bias: bool = False

@@ -86,6 +86,9 @@ def _pool(mode: str, x: JitTensor, out_size: Dims, kernel: Dims, stride: Dims, p
                           shape, int64, x.device, runtime)
     if total == 0:
         return out, index
+    if mode in ("max", "max_indices") and runtime.library_max_pool(x, out, index, kernel, stride,
+                                                                   padding, dilation):
+        return out, index
     info = [total, channels, x.offset, x.strides[0], x.strides[1]]
     for d in range(len(out_size)):
         info += [x.shape[2 + d], out_size[d], x.strides[2 + d], kernel[d], stride[d],
