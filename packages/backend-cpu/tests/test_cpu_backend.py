@@ -92,6 +92,30 @@ def test_only_variables_across_regions_become_arrays():
     assert f"float {local.name} = " in source
 
 
+def test_only_loops_that_just_add_up_a_sum_may_reorder_it(cpu):
+    k = KernelBuilder("sums", workgroup=(4, 1, 1))
+    out = k.buffer("out", "float32", writable=True)
+    x = k.buffer("x", "float32")
+    i = k.global_index()
+    total = k.let(ir.const(0.0, "f32"), "total", "f32")
+    with k.for_(0, k.info(0), name="j") as j:
+        k.assign(total, total + ir.call("exp", x[i * k.info(0) + j]))
+    running = k.let(ir.const(0.0, "f32"), "running", "f32")
+    with k.for_(0, k.info(0), name="j") as j:  # a store in the body: kept in order
+        k.assign(running, running + x[i * k.info(0) + j])
+        k.store(out, i * k.info(0) + j, running)
+    k.store(out, i * k.info(0), total + running)
+    kernel = k.build()
+    source = CpuGenerator().generate(kernel)
+    assert source.count("#pragma omp simd reduction") == 1
+    assert f"reduction(+:{total.name})" in source
+    data = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
+    result, _ = _run(cpu, kernel, [np.zeros_like(data), data], [16], groups=1)
+    expected = np.cumsum(data, axis=1)
+    expected[:, 0] = np.exp(data).sum(axis=1) + expected[:, -1]
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_a_loop_around_a_barrier_may_not_depend_on_the_local_id():
     k = KernelBuilder("bad", workgroup=(8, 1, 1))
     k.buffer("out", "float32", writable=True)

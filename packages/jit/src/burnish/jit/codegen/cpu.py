@@ -192,6 +192,15 @@ static inline uint16_t float_to_half(float x) {{
             return f"{var.name}[lid] = {value};"
         return f"{self.type_name(var.ty)} {var.name} = {value};"
 
+    def for_header(self, stmt: ir.For, start: str, stop: str, step: str) -> str:
+        header = super().for_header(stmt, start, stop, step)
+        total = _sum_into(stmt)
+        if total is not None and total not in self._promoted:
+            # Nothing but the sum crosses iterations: it may be added in any order, so the
+            # loop vectorizes (its math calls through libmvec), as a float sum would not.
+            return f"#pragma omp simd reduction(+:{total})\n{header}"
+        return header
+
     # -- the walk ---------------------------------------------------------------------------------
 
     def generate(self, kernel: ir.Kernel) -> str:
@@ -400,3 +409,29 @@ def _check_breaks(stmts: list) -> None:
         if isinstance(s, ir.If):
             _check_breaks(s.then)
             _check_breaks(s.orelse)
+
+
+def _sum_into(loop: ir.For) -> str | None:
+    """The variable a loop only adds terms to (its body one ``total = total + term``, the term
+    free of ``total``), else None."""
+    if len(loop.body) != 1 or not isinstance(loop.body[0], ir.Assign):
+        return None
+    target, value = loop.body[0].var.name, loop.body[0].value
+    if not isinstance(value, ir.Binary) or value.op != "+":
+        return None
+    for mine, term in ((value.a, value.b), (value.b, value.a)):
+        if isinstance(mine, ir.Var) and mine.name == target and not _reads(term, target):
+            return target
+    return None
+
+
+def _reads(e: object, name: str) -> bool:
+    """Whether expression ``e`` reads the variable ``name``."""
+    if isinstance(e, ir.Var):
+        return e.name == name
+    if isinstance(e, tuple):
+        return any(_reads(x, name) for x in e)
+    if isinstance(e, ir.Expr):
+        return any(_reads(getattr(e, slot, None), name)
+                   for cls in type(e).__mro__ for slot in getattr(cls, "__slots__", ()))
+    return False
