@@ -74,6 +74,15 @@ def test_to_device_both_ways(router, start, end):
     assert ints.tolist() == [0, 1, 2, 3, 4]
 
 
+def test_tensors_enter_and_leave_the_router(router, wgpu):
+    plain = bn.Tensor.from_data(VALUES, device="ndarray")
+    inside = plain.to_device(router.device("wgpu"))
+    assert inside.device.backend is router and inside.primitive.member is wgpu
+    out = (inside + 1).to_device(wgpu.default_device())
+    assert out.device.backend is wgpu
+    np.testing.assert_allclose(out.to_numpy(), VALUES + 1)
+
+
 def test_a_dtype_the_target_lacks_names_both_devices(router):
     x = bn.Tensor.from_data(VALUES, device=router.device("ndarray"), dtype="float64")
     with pytest.raises(UnsupportedError, match=r"float64 cannot move from .*ndarray/cpu:0.* to "
