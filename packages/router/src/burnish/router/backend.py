@@ -12,6 +12,7 @@ from burnish.backend.decorator import DEVICE_METHODS
 from burnish.device import Device
 from burnish.dtype import DType
 from burnish.errors import BurnishError, DeviceError, UnsupportedError
+from burnish.router.fuser import RouterFuser
 from burnish.tensor_data import TensorData
 
 _lock = threading.Lock()
@@ -197,53 +198,6 @@ class Router(Backend):
         a, b = (self._device_of(v) if type(v) is RouterPrimitive else v for v in (first, second))
         return DeviceError(f"{op}: tensors are on different devices: {a!r} vs {b!r}; move one "
                            "with .to_device()")
-
-
-class RouterFuser:
-    """What ``Fusion`` drives on a router: every member's fuser records between ``begin()``
-    and ``end()``; flushing, programs and launches are the fuser of the device's member."""
-
-    def __init__(self, fusers: dict[int, Any]):
-        self._fusers = fusers
-        begins: list[Any] = []
-        ends: list[Any] = []
-        for fuser in fusers.values():
-            # Members on one lazy layer (wgpu and rocm both on burnish.jit) share begin/end.
-            if not any(fuser.begin == b for b in begins):
-                begins.append(fuser.begin)
-                ends.append(fuser.end)
-        self._begins = tuple(begins)
-        self._ends = tuple(reversed(ends))
-        eager: frozenset[str] | None = None
-        for fuser in fusers.values():
-            names = frozenset(getattr(fuser, "eager", frozenset()))
-            eager = names if eager is None else eager & names
-        self.eager = eager or frozenset()
-
-    def begin(self) -> None:
-        for begin in self._begins:
-            begin()
-
-    def end(self) -> None:
-        for end in self._ends:
-            end()
-
-    def _of(self, device: Device) -> tuple[Any, Device]:
-        native = device.native
-        return self._fusers.get(id(native.backend)), native
-
-    def flush(self, device: Device) -> None:
-        fuser, native = self._of(device)
-        if fuser is not None:
-            fuser.flush(native)
-
-    def programs(self, device: Device) -> list[Any]:
-        fuser, native = self._of(device)
-        return [] if fuser is None else list(fuser.programs(native))
-
-    def launches(self, device: Device) -> int | None:
-        fuser, native = self._of(device)
-        return None if fuser is None else fuser.launches(native)
 
 
 def _check_members(members: tuple[Backend, ...]) -> None:
