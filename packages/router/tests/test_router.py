@@ -217,3 +217,35 @@ def test_info_lists_the_router():
     out = subprocess.run([sys.executable, "-m", "burnish", "info"], capture_output=True,
                          text=True, check=True).stdout
     assert "Composite backends" in out and "burnish-router" in out
+
+
+def test_a_model_split_across_members_trains(wgpu):
+    """The first layer on the GPU, the second and the loss on the CPU; Adam updates each
+    parameter on its own device, and the loss falls."""
+    nn = pytest.importorskip("burnish.nn", reason="needs burnish-nn (pip install burnish-nn)")
+    optim = pytest.importorskip("burnish.optim", reason="needs burnish-nn")
+    auto = bn.backend("autodiff+router(wgpu,ndarray)")
+    gpu, cpu = auto.devices()[0], auto.devices()[-1]
+
+    class Split(nn.Module):
+        hidden: nn.Linear
+        output: nn.Linear
+
+        def forward(self, x):
+            h = nn.Relu()(self.hidden(x.to_device(gpu)))
+            return self.output(h.to_device(cpu))
+
+    rng = np.random.default_rng(0)
+    points = rng.normal(size=(64, 2)).astype(np.float32)
+    labels = (points[:, 0] * points[:, 1] > 0).astype(np.int64)
+    x, y = bn.Tensor.from_data(points, device=cpu), bn.Tensor.from_data(labels, device=cpu)
+    bn.seed(0)
+    model = Split(nn.LinearConfig(2, 16).init(gpu), nn.LinearConfig(16, 2).init(cpu))
+    loss_fn, optimizer = nn.CrossEntropyLoss(), optim.Adam()
+    losses = []
+    for _ in range(30):
+        loss = loss_fn(model(x), y)
+        losses.append(loss.item())
+        model = optimizer.step(0.05, model, loss.backward())
+    assert model.hidden.weight.device == gpu and model.output.weight.device == cpu
+    assert losses[-1] < 0.7 * losses[0], losses
