@@ -61,11 +61,14 @@ EXTRAS = {} if has_system_opencl_driver() else {"backend-rocm": "[pocl]"}
 #: (``--replay``). Each entry is a backend followed by options of the suite. The GPU backends run
 #: on whatever drivers the machine has (CI: Mesa's lavapipe for wgpu, PoCL for rocm); cpu needs a
 #: C compiler (its compiled kernels are cached under ~/.cache/burnish, shared by its runs).
+#: ``router(a,b)`` runs on a router over two backends, tensors made on the first one's device.
 #: The longest first: ``run_parallel`` runs them two or more at a time.
 CONFORMANCE_BACKENDS = ("rocm --replay", "autodiff+rocm", "rocm", "fusion+rocm",
                         "autodiff+fusion+wgpu", "autodiff+cpu", "autodiff+wgpu",
-                        "wgpu --replay", "wgpu", "fusion+wgpu", "cpu --replay", "fusion+cpu",
-                        "cpu", "ndarray --replay", "autodiff+ndarray", "ndarray",
+                        "autodiff+router(wgpu,ndarray)", "wgpu --replay", "wgpu",
+                        "router(wgpu,ndarray)", "fusion+wgpu", "cpu --replay", "fusion+cpu",
+                        "cpu", "autodiff+router(ndarray,wgpu)", "ndarray --replay",
+                        "autodiff+ndarray", "router(ndarray,wgpu)", "ndarray",
                         "fusion+ndarray")
 #: Backends that need a driver; ``BURNISH_REQUIRE_BACKENDS`` (comma-separated, or ``all``) makes
 #: one that cannot start fail the sessions instead of being skipped (CI sets it).
@@ -126,8 +129,8 @@ def conformance(session: nox.Session) -> None:
     runs on every backend of ``CONFORMANCE_BACKENDS``, the autodiff ones running its gradient
     part too; a GPU backend without a driver is skipped with a warning, unless
     ``BURNISH_REQUIRE_BACKENDS`` names it (CI), where it fails."""
-    install_editable(session, "core", "backend-ndarray", "autodiff", "fusion", "conformance",
-                     "jit", "backend-wgpu", "backend-rocm", "backend-cpu")
+    install_editable(session, "core", "backend-ndarray", "autodiff", "fusion", "router",
+                     "conformance", "jit", "backend-wgpu", "backend-rocm", "backend-cpu")
     if session.posargs:
         session.run("pytest", "--pyargs", "burnish.conformance", *session.posargs)
         return
@@ -137,8 +140,9 @@ def conformance(session: nox.Session) -> None:
         if reason:
             session.warn(f"conformance: skipping {name} (needs {DRIVER_BACKENDS[name]}): {reason}")
             skipped.add(name)
+    # An entry is skipped with every backend it names: autodiff+router(wgpu,ndarray) with wgpu.
     entries = [entry for entry in CONFORMANCE_BACKENDS
-               if entry.split()[0].split("+")[-1] not in skipped]
+               if not skipped & set(re.findall(r"[\w-]+", entry.split()[0]))]
     run_parallel(session, [["-q", "-p", "no:cacheprovider", "--pyargs", "burnish.conformance",
                             "--backend", *entry.split()] for entry in entries], entries)
 

@@ -21,7 +21,8 @@ OWN_TESTS = {p.name for p in FOLDERS
 #: full and check its accuracy.
 MNIST = ["--limit", "2000", "--epochs", "1"]
 #: Examples that need backends with drivers (skipped without them, unless CI requires them).
-BACKENDS = {"custom-wgsl-kernel": ("wgpu", "rocm"), "cuda-data-parallel": ("cuda",)}
+BACKENDS = {"custom-wgsl-kernel": ("wgpu", "rocm"), "cuda-data-parallel": ("cuda",),
+            "router": ("wgpu",)}
 
 
 def test_there_are_examples():

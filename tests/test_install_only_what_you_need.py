@@ -195,6 +195,7 @@ def test_info_lists_the_backends_and_decorators(everything, burnish_info):
     text, backends = burnish_info(everything)
     assert {"ndarray", "wgpu", "rocm", "cuda", "cpu"} <= set(backends), text
     assert "autodiff" in text and "fusion" in text, text
+    assert "router" in text and "burnish-router" in text, text
 
 
 def test_the_sdists_install_together(run, sdists, make_venv, tmp_path):

@@ -43,3 +43,40 @@ def test_info_command_lists_ndarray(capsys):
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert "ndarray" in out and "burnish-backend-ndarray" in out and "cpu:0" in out
+
+
+def test_names_split_outside_parentheses():
+    assert registry.split_name("autodiff+router(ndarray,fusion+wgpu)", "+") == [
+        "autodiff", "router(ndarray,fusion+wgpu)"]
+    assert registry.split_name("ndarray,router(a,b),c", ",") == ["ndarray", "router(a,b)", "c"]
+    with pytest.raises(bn.BurnishError, match=r"'router\(a': 1 '\(' not closed"):
+        registry.split_name("router(a", "+")
+    with pytest.raises(bn.BurnishError, match="an empty part"):
+        registry.split_name("autodiff++ndarray", "+")
+
+
+def test_a_composite_backend_from_a_plugin(monkeypatch):
+    """A composite registered by hand (as a third party's would be): its factory gets the
+    members, made by name, decorators included, and decorators wrap the composite."""
+    from burnish.plugins import CompositeInfo
+
+    made = []
+
+    def pair(members):
+        made.append(members)
+        return members[-1]
+
+    monkeypatch.setattr(registry, "_composites", {"pair": CompositeInfo("pair", pair, "pkg")})
+    monkeypatch.setattr(registry, "_instances", {})
+    assert bn.backend("pair(ndarray, ndarray)") is bn.backend("ndarray")
+    assert made == [[bn.backend("ndarray"), bn.backend("ndarray")]]
+    with pytest.raises(bn.BurnishError, match="is written NAME"):
+        bn.backend("pair(ndarray)x")
+
+
+def test_missing_composite_names_its_package(monkeypatch):
+    # As if burnish-router were not installed, whether or not this environment has it.
+    monkeypatch.setattr(registry, "_composites", {})
+    monkeypatch.setattr(registry, "_instances", {})
+    with pytest.raises(bn.BackendNotInstalledError, match="pip install burnish-router"):
+        bn.backend("router(ndarray,wgpu)")

@@ -41,6 +41,11 @@ def info() -> int:
         print("\nBackend decorators (use as NAME+backend, e.g. autodiff+ndarray):")
         for name, decorator in sorted(decorators.items()):
             print(f"  {name:<10} {decorator.package:<28} {decorator.description}")
+    composites = registry.composite_infos()
+    if composites:
+        print("\nComposite backends (use as NAME(backend,backend,...), e.g. router(ndarray,wgpu)):")
+        for name, composite in sorted(composites.items()):
+            print(f"  {name:<10} {composite.package:<28} {composite.description}")
     from burnish.record import formats
 
     print("\nRecord formats:")

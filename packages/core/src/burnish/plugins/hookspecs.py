@@ -53,6 +53,18 @@ class DecoratorInfo:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class CompositeInfo:
+    """A backend made of several backends (``router``): ``factory(members)`` combines them,
+    written ``NAME(MEMBER,MEMBER,...)`` in a backend name: ``router(ndarray,wgpu)``. Each
+    member is itself any backend name, decorators included (``fusion+wgpu``)."""
+
+    name: str
+    factory: Callable[[list[Backend]], Backend]
+    package: str
+    description: str = ""
+
+
 @hookspec
 def burnish_backends() -> list[BackendInfo]:
     """The backends this plugin provides."""
@@ -61,6 +73,12 @@ def burnish_backends() -> list[BackendInfo]:
 @hookspec
 def burnish_backend_decorators() -> list[DecoratorInfo]:
     """The backend decorators this plugin provides, used in names such as ``autodiff+ndarray``."""
+
+
+@hookspec
+def burnish_composite_backends() -> list[CompositeInfo]:
+    """The composite backends this plugin provides, used in names such as
+    ``router(ndarray,wgpu)`` (and ``autodiff+router(ndarray,wgpu)``)."""
 
 
 @hookspec

@@ -10,7 +10,8 @@ import pluggy
 
 from burnish.plugins import hookspecs
 
-#: The distribution that provides each first-party backend or decorator, for error messages.
+#: The distribution that provides each first-party backend, decorator or composite backend,
+#: for error messages.
 KNOWN_PACKAGES = {
     "ndarray": "burnish-backend-ndarray",
     "cuda": "burnish-backend-cuda",
@@ -19,6 +20,7 @@ KNOWN_PACKAGES = {
     "cpu": "burnish-backend-cpu",
     "autodiff": "burnish-autodiff",
     "fusion": "burnish-fusion",
+    "router": "burnish-router",
 }
 
 

@@ -24,7 +24,8 @@ DeviceLike = Device | str | None
 
 
 def resolve_device(device: DeviceLike | Backend) -> Device:
-    """A Device from a Device, a backend, a backend name (``"ndarray"``), or None (the default)."""
+    """A Device from a Device, a backend, a backend name (``"ndarray"``) with or without one of
+    its devices (``"cuda:1"``, ``"router(ndarray,wgpu):wgpu/wgpu:0"``), or None (the default)."""
     from burnish import registry
     from burnish.backend import Backend
 
@@ -40,7 +41,8 @@ def resolve_device(device: DeviceLike | Backend) -> Device:
         if not index:
             return backend.default_device()
         for candidate in backend.devices():
-            if str(candidate.index) == index or str(candidate) == f"{candidate.type}:{index}":
+            if index in (str(candidate.index), str(candidate)) or \
+                    str(candidate) == f"{candidate.type}:{index}":
                 return candidate
         raise DeviceError(f"backend {name!r} has no device {index}; it has "
                           f"{', '.join(str(d) for d in backend.devices())}")
