@@ -131,3 +131,47 @@ def test_max_pooling_values_indices_and_gradients_match_ndarray(case, dtype, mon
     for got, expected in zip(results["autodiff+cpu"], results["autodiff+ndarray"]):
         np.testing.assert_array_equal(got, expected)
     assert calls, "the compiled pooling did not run"
+
+
+ATTENTION = [  # (batch, heads, seq_q, seq_k, head_dim, value_dim, mask shape or None, causal)
+    (2, 3, 5, 7, 4, 6, None, False),
+    (2, 3, 6, 6, 8, 8, None, True),
+    (2, 2, 4, 9, 4, 3, (2, 1, 1, 9), False),
+    (1, 2, 5, 5, 4, 4, (1, 2, 5, 5), True),
+]
+
+
+@pytest.mark.parametrize("case", ATTENTION, ids=[str(c) for c in ATTENTION])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_attention_and_its_gradients_match_ndarray(case, dtype, monkeypatch):
+    from burnish.cpu import attention as cpu_attention
+
+    calls: list[str] = []
+    for name in ("forward", "backward"):
+        original = getattr(cpu_attention.NativeAttention, name)
+        monkeypatch.setattr(cpu_attention.NativeAttention, name,
+                            lambda self, *args, _name=name, _f=original:
+                            calls.append(_name) or _f(self, *args))
+    monkeypatch.setattr(cpu_attention, "BLOCK", 8)  # several query blocks per head
+    batch, heads, tq, tk, dk, dv, mask_shape, causal = case
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((batch, heads, tq, dk)).astype(dtype)
+    k = rng.standard_normal((batch, heads, tk, dk)).astype(dtype)
+    v = rng.standard_normal((batch, heads, tk, dv)).astype(dtype)
+    mask = None if mask_shape is None else rng.random(mask_shape) < 0.4
+    if mask is not None:
+        mask[..., 0, :] = True  # a query with no key left: uniform weights, no NaN
+    upstream = rng.standard_normal((batch, heads, tq, dv)).astype(dtype)
+    results = {}
+    for device in ("autodiff+ndarray", "autodiff+cpu"):
+        tq_, tk_, tv_ = (Tensor.from_data(a, device=device).require_grad() for a in (q, k, v))
+        tm = None if mask is None else Tensor.from_data(mask, device=device)
+        out = burnish.functional.scaled_dot_product_attention(tq_, tk_, tv_, mask=tm,
+                                                              causal=causal)
+        grads = (out * Tensor.from_data(upstream, device=device)).sum().backward()
+        results[device] = [out.to_numpy()] + [t.grad(grads).to_numpy() for t in (tq_, tk_, tv_)]
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    for got, expected in zip(results["autodiff+cpu"], results["autodiff+ndarray"]):
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+    assert sorted(calls) == ["backward", "forward"], calls

@@ -8,6 +8,7 @@ that NumPy can see, which lets products go to NumPy's BLAS (``library_matmul``).
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from burnish.cpu.attention import NativeAttention, takes
 from burnish.cpu.blas import Gemm
 from burnish.cpu.compiler import Compiler
 from burnish.cpu.conv import NativeConv, geometry
@@ -64,6 +66,7 @@ class CpuRuntime(Runtime):
         self.threads = os.cpu_count() or 1
         self._gemm: Gemm | None = None
         self._conv: NativeConv | None = None
+        self._attention: NativeAttention | None = None
         self.library_products = os.environ.get("BURNISH_CPU_BLAS", "1").lower() not in (
             "0", "false", "off", "no")
 
@@ -184,6 +187,47 @@ class CpuRuntime(Runtime):
         return True
 
     @property
+    def native_attention(self) -> NativeAttention:
+        """Attention in compiled C over BLAS (made at the first use)."""
+        if self._attention is None:
+            self._attention = NativeAttention(self.compiler, self.gemm)
+        return self._attention
+
+    def _attention_takes(self, *tensors: JitTensor) -> bool:
+        q = tensors[0]
+        return (self.blas(q.dtype) and q.dtype.name in self.native_attention.entries
+                and all(n > 0 for t in tensors for n in t.shape)
+                and takes(*[(t.shape, t.strides) for t in tensors]))
+
+    def _new(self, shape: tuple[int, ...], like: JitTensor) -> JitTensor:
+        nbytes = max(1, math.prod(shape)) * np.dtype(like.dtype.name).itemsize
+        return JitTensor(self.pool.alloc(nbytes), shape, like.dtype, like.device, self)
+
+    def library_attention(self, q: JitTensor, k: JitTensor, v: JitTensor,
+                          mask: JitTensor | None, scale: float, causal: bool
+                          ) -> tuple[JitTensor, JitTensor] | None:
+        """float32/float64 attention through ``burnish.cpu.attention``: query blocks' scores
+        made by BLAS and softmaxed while in the cache."""
+        if not self._attention_takes(q, k, v):
+            return None
+        out = self._new((*q.shape[:3], v.shape[3]), q)
+        lse = self._new(tuple(q.shape[:3]), q)
+        inputs = (q, k, v) if mask is None else (q, k, v, mask)
+        self.host(_attention, inputs, (out, lse), causal, scale, self.native_attention)
+        return out, lse
+
+    def library_attention_backward(self, q: JitTensor, k: JitTensor, v: JitTensor,
+                                   mask: JitTensor | None, grad: JitTensor, scale: float,
+                                   causal: bool
+                                   ) -> tuple[JitTensor, JitTensor, JitTensor] | None:
+        if not self._attention_takes(q, k, v, grad):
+            return None
+        grads = (self._new(q.shape, q), self._new(k.shape, k), self._new(v.shape, v))
+        inputs = (q, k, v, grad) if mask is None else (q, k, v, grad, mask)
+        self.host(_attention_backward, inputs, grads, causal, scale, self.native_attention)
+        return grads
+
+    @property
     def gemm(self) -> Gemm:
         """Products on NumPy's BLAS from this runtime's threads (made at the first use)."""
         if self._gemm is None:
@@ -240,3 +284,17 @@ def _max_pool(x: np.ndarray, *rest: Any) -> None:
     *outputs, words, native = rest
     out, index = outputs if len(outputs) == 2 else (outputs[0], None)
     native.max_pool(x, out, index, np.array(words, np.int64))
+
+
+def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *rest: Any) -> None:
+    """``NativeAttention.forward`` with what ``CpuRuntime.library_attention`` recorded."""
+    *tensors, causal, scale, native = rest
+    mask, (out, lse) = (tensors[0], tensors[1:]) if len(tensors) == 3 else (None, tensors)
+    native.forward(q, k, v, mask, out, lse, causal, scale)
+
+
+def _attention_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, grad: np.ndarray,
+                        *rest: Any) -> None:
+    *tensors, causal, scale, native = rest
+    mask, (dq, dk, dv) = (tensors[0], tensors[1:]) if len(tensors) == 4 else (None, tensors)
+    native.backward(q, k, v, mask, grad, dq, dk, dv, causal, scale)

@@ -139,6 +139,19 @@ class Runtime(ABC):
         ``burnish.jit``'s kernel. Runtimes without such a library keep this default."""
         return False
 
+    def library_attention(self, q: Any, k: Any, v: Any, mask: Any, scale: float,
+                          causal: bool) -> tuple[Any, Any] | None:
+        """Let a library run ``AttentionOps.attention`` (its arguments, ``JitTensor`` operands;
+        the output and log-sum-exp as new plain tensors); None, with nothing enqueued, leaves
+        it to ``burnish.jit``. Runtimes without such a library keep this default."""
+        return None
+
+    def library_attention_backward(self, q: Any, k: Any, v: Any, mask: Any, grad: Any,
+                                   scale: float, causal: bool) -> tuple[Any, Any, Any] | None:
+        """Let a library run ``AttentionOps.attention_backward`` (the weights recomputed from
+        q and k); None leaves it to ``burnish.jit``."""
+        return None
+
     #: Whether ``library_matmul`` takes a bias (else biased products stay in burnish.jit's
     #: kernel, which adds it in the product's epilogue).
     library_bias: bool = False

@@ -1,0 +1,224 @@
+"""Attention on the CPU: per (sample, head), the scores of a block of queries made by BLAS,
+masked and softmaxed in place while they are in the cache, then multiplied by the values.
+
+The protocol's default materialises every score, and runs the product, the scaling, each mask,
+the softmax and the second product as separate passes over ``[batch, heads, seq_q, seq_k]``.
+Here each OpenMP thread takes a (sample, head) at a time and walks its queries in blocks of at
+most ``BLOCK`` scores: a buffer of its own that stays in the cache, so memory does not grow
+with ``seq_q x seq_k``. The backward pass recomputes the block's weights the same way and
+adds the keys' and values' gradients block by block. Forbidden scores take the dtype's most
+negative finite value (the protocol's rule: a query with no key left gets uniform weights).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+#: Scores per query block (per thread): 2^16 float32 is 256 KiB.
+BLOCK = 1 << 16
+
+SOURCE = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#include <math.h>
+
+#define ATTENTION(NAME, T, I, EXP, LOG)                                                       \
+typedef void (*NAME##_gemm)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
+                                                                                             \
+/* Rows [r0, r0 + n) of one (sample, head): s = scale q k^T, forbidden pairs filled, then     \
+   softmaxed in place; lse (if given) gets each row's log-sum-exp. */                        \
+static void NAME##_weights(NAME##_gemm gemm, const T *q, int64_t ldq, const T *k, int64_t ldk, \
+                           int64_t n, int64_t tk, int64_t dk, T scale, const uint8_t *mask,  \
+                           const int64_t *ms, int64_t r0, int causal, T fill, T *s, T *lse) {\
+    gemm(101, 111, 112, (I)n, (I)tk, (I)dk, scale, q + r0 * ldq, (I)ldq, k, (I)ldk, (T)0, s,    \
+         (I)tk);                                                                             \
+    for (int64_t i = 0; i < n; i++) {                                                        \
+        T *row = s + i * tk;                                                                 \
+        int64_t limit = causal ? r0 + i + 1 : tk;                                            \
+        for (int64_t j = limit; j < tk; j++) row[j] = fill;                                  \
+        if (mask) {                                                                          \
+            const uint8_t *m = mask + (r0 + i) * ms[2];                                      \
+            for (int64_t j = 0; j < tk; j++) if (m[j * ms[3]]) row[j] = fill;                \
+        }                                                                                    \
+        T top = row[0];                                                                      \
+        for (int64_t j = 1; j < tk; j++) top = row[j] > top ? row[j] : top;                  \
+        T total = 0;                                                                         \
+        for (int64_t j = 0; j < tk; j++) { row[j] = EXP(row[j] - top); total += row[j]; }    \
+        T inverse = (T)1 / total;                                                            \
+        for (int64_t j = 0; j < tk; j++) row[j] *= inverse;                                  \
+        if (lse) lse[r0 + i] = top + LOG(total);                                             \
+    }                                                                                        \
+}                                                                                            \
+                                                                                             \
+int NAME##_forward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t tk,           \
+                   int64_t dk, int64_t dv, const T *q, const int64_t *qs, const T *k,        \
+                   const int64_t *ks, const T *v, const int64_t *vs, const uint8_t *mask,    \
+                   const int64_t *ms, int causal, double scale, T fill, int64_t rows,         \
+                   T *out, T *lse) {                                                         \
+    NAME##_gemm gemm = (NAME##_gemm)fn;                                                      \
+    int64_t tasks = batch * heads, failed = 0;                                               \
+    _Pragma("omp parallel reduction(+:failed)")                                             \
+    {                                                                                        \
+        T *s = malloc(sizeof(T) * rows * tk);                                                \
+        failed += s == NULL;                                                                 \
+        _Pragma("omp for schedule(dynamic)")                                                \
+        for (int64_t task = 0; task < tasks; task++) {                                      \
+            if (!s) continue;                                                                \
+            int64_t b = task / heads, h = task % heads;                                      \
+            const T *qp = q + b * qs[0] + h * qs[1], *kp = k + b * ks[0] + h * ks[1];        \
+            const T *vp = v + b * vs[0] + h * vs[1];                                         \
+            const uint8_t *mp = mask ? mask + b * ms[0] + h * ms[1] : NULL;                  \
+            for (int64_t r0 = 0; r0 < tq; r0 += rows) {                                      \
+                int64_t n = tq - r0 < rows ? tq - r0 : rows;                                 \
+                NAME##_weights(gemm, qp, qs[2], kp, ks[2], n, tk, dk, (T)scale, mp, ms, r0,  \
+                               causal, fill, s, lse + task * tq);                            \
+                gemm(101, 111, 111, (I)n, (I)dv, (I)tk, (T)1, s, (I)tk, vp, (I)vs[2], (T)0,  \
+                     out + (task * tq + r0) * dv, (I)dv);                                    \
+            }                                                                                \
+        }                                                                                    \
+        free(s);                                                                             \
+    }                                                                                        \
+    return failed != 0;                                                                      \
+}                                                                                            \
+                                                                                             \
+int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t tk,          \
+                    int64_t dk, int64_t dv, const T *q, const int64_t *qs, const T *k,       \
+                    const int64_t *ks, const T *v, const int64_t *vs, const uint8_t *mask,   \
+                    const int64_t *ms, int causal, double scale, T fill, int64_t rows,        \
+                    const T *g, const int64_t *gs, T *dq, T *dkey, T *dval) {                \
+    NAME##_gemm gemm = (NAME##_gemm)fn;                                                      \
+    int64_t tasks = batch * heads, failed = 0;                                               \
+    _Pragma("omp parallel reduction(+:failed)")                                             \
+    {                                                                                        \
+        T *p = malloc(sizeof(T) * rows * tk), *dp = malloc(sizeof(T) * rows * tk);           \
+        failed += p == NULL || dp == NULL;                                                   \
+        _Pragma("omp for schedule(dynamic)")                                                \
+        for (int64_t task = 0; task < tasks; task++) {                                      \
+            if (!p || !dp) continue;                                                         \
+            int64_t b = task / heads, h = task % heads;                                      \
+            const T *qp = q + b * qs[0] + h * qs[1], *kp = k + b * ks[0] + h * ks[1];        \
+            const T *vp = v + b * vs[0] + h * vs[1], *gp = g + b * gs[0] + h * gs[1];        \
+            const uint8_t *mp = mask ? mask + b * ms[0] + h * ms[1] : NULL;                  \
+            T *dqp = dq + task * tq * dk, *dkp = dkey + task * tk * dk;                      \
+            T *dvp = dval + task * tk * dv;                                                  \
+            for (int64_t r0 = 0; r0 < tq; r0 += rows) {                                      \
+                int64_t n = tq - r0 < rows ? tq - r0 : rows;                                 \
+                T beta = r0 ? (T)1 : (T)0;                                                   \
+                NAME##_weights(gemm, qp, qs[2], kp, ks[2], n, tk, dk, (T)scale, mp, ms, r0,  \
+                               causal, fill, p, NULL);                                       \
+                const T *gr = gp + r0 * gs[2];                                               \
+                gemm(101, 112, 111, (I)tk, (I)dv, (I)n, (T)1, p, (I)tk, gr, (I)gs[2], beta,   \
+                     dvp, (I)dv);                                                            \
+                gemm(101, 111, 112, (I)n, (I)tk, (I)dv, (T)1, gr, (I)gs[2], vp, (I)vs[2],    \
+                     (T)0, dp, (I)tk);                                                       \
+                for (int64_t i = 0; i < n; i++) {                                            \
+                    T *w = p + i * tk, *d = dp + i * tk, dot = 0;                            \
+                    for (int64_t j = 0; j < tk; j++) dot += w[j] * d[j];                     \
+                    int64_t limit = causal ? r0 + i + 1 : tk;                                \
+                    const uint8_t *m = mp ? mp + (r0 + i) * ms[2] : NULL;                    \
+                    for (int64_t j = 0; j < tk; j++) {                                       \
+                        int forbidden = j >= limit || (m && m[j * ms[3]]);                   \
+                        d[j] = forbidden ? (T)0 : w[j] * (d[j] - dot) * (T)scale;            \
+                    }                                                                        \
+                }                                                                            \
+                gemm(101, 111, 111, (I)n, (I)dk, (I)tk, (T)1, dp, (I)tk, kp, (I)ks[2], (T)0, \
+                     dqp + r0 * dk, (I)dk);                                                  \
+                gemm(101, 112, 111, (I)tk, (I)dk, (I)n, (T)1, dp, (I)tk, qp + r0 * qs[2],    \
+                     (I)qs[2], beta, dkp, (I)dk);                                            \
+            }                                                                                \
+        }                                                                                    \
+        free(p);                                                                             \
+        free(dp);                                                                            \
+    }                                                                                        \
+    return failed != 0;                                                                      \
+}
+
+ATTENTION(burnish_attention_f32_i64, float, int64_t, expf, logf)
+ATTENTION(burnish_attention_f64_i64, double, int64_t, exp, log)
+ATTENTION(burnish_attention_f32_i32, float, int32_t, expf, logf)
+ATTENTION(burnish_attention_f64_i32, double, int32_t, exp, log)
+"""
+
+_I64 = ctypes.c_int64
+_P = ctypes.c_void_p
+
+
+def _strides(a: np.ndarray, ndim: int = 3) -> np.ndarray:
+    """The first ``ndim`` strides of ``a`` in elements (zero along dims of one)."""
+    return np.array([s // a.itemsize if n > 1 else 0 for n, s in zip(a.shape, a.strides)][:ndim],
+                    np.int64)
+
+
+def takes(*arrays_strides: tuple[tuple[int, ...], tuple[int, ...]]) -> bool:
+    """Whether BLAS can read every ``(shape, strides)`` (element strides) as row-major matrices
+    of its last two dims: unit steps along the last dim, rows at least a row apart."""
+    for shape, strides in arrays_strides:
+        if shape[-1] > 1 and strides[-1] != 1:
+            return False
+        if shape[-2] > 1 and strides[-2] < max(1, shape[-1]):
+            return False
+    return True
+
+
+class NativeAttention:
+    """The compiled attention of ``SOURCE`` over ``blas.Gemm``'s BLAS functions."""
+
+    def __init__(self, compiler: Any, gemm: Any) -> None:
+        self.entries: dict[str, tuple[Any, Any, int]] = {}
+        if not gemm.available:
+            return
+        library = compiler.build(SOURCE)
+        common = [_P, _I64, _I64, _I64, _I64, _I64, _I64, _P, _P, _P, _P, _P, _P, _P, _P,
+                  ctypes.c_int, ctypes.c_double]
+        for dtype, (address, wide) in gemm.pointers().items():
+            scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
+            name = f"burnish_attention_{'f32' if dtype == 'float32' else 'f64'}_" \
+                   f"{'i64' if wide else 'i32'}"
+            forward = getattr(library, f"{name}_forward")
+            forward.argtypes = common + [scalar, _I64, _P, _P]
+            forward.restype = ctypes.c_int
+            backward = getattr(library, f"{name}_backward")
+            backward.argtypes = common + [scalar, _I64, _P, _P, _P, _P, _P]
+            backward.restype = ctypes.c_int
+            self.entries[dtype] = (forward, backward, address)
+        self.library = library  # kept loaded while the entries may run
+
+    @staticmethod
+    def _common(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
+                causal: bool, scale: float) -> tuple[list[Any], list[np.ndarray]]:
+        batch, heads, tq, dk = q.shape
+        tk, dv = k.shape[2], v.shape[3]
+        keep = [_strides(q), _strides(k), _strides(v),
+                _strides(mask, 4) if mask is not None else np.zeros(4, np.int64)]
+        rows = max(1, min(tq, BLOCK // max(1, tk)))
+        args = [batch, heads, tq, tk, dk, dv, q.ctypes.data, keep[0].ctypes.data,
+                k.ctypes.data, keep[1].ctypes.data, v.ctypes.data, keep[2].ctypes.data,
+                None if mask is None else mask.ctypes.data, keep[3].ctypes.data, int(causal),
+                scale]
+        return args + [float(np.finfo(q.dtype).min), rows], keep
+
+    def forward(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
+                out: np.ndarray, lse: np.ndarray, causal: bool, scale: float) -> None:
+        """``out`` ``[batch, heads, seq_q, value_dim]`` and ``lse`` ``[batch, heads, seq_q]``,
+        both contiguous; ``mask`` (uint8, broadcast to the scores) true where forbidden."""
+        forward, _, gemm = self.entries[out.dtype.name]
+        args, keep = self._common(q, k, v, mask, causal, scale)
+        if forward(gemm, *args, out.ctypes.data, lse.ctypes.data):
+            raise MemoryError("cpu backend: no memory for attention's score blocks")
+        del keep
+
+    def backward(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
+                 grad: np.ndarray, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray,
+                 causal: bool, scale: float) -> None:
+        """``dq``, ``dk``, ``dv`` (contiguous, the shapes of q, k, v) from ``grad`` of the
+        output, the weights recomputed block by block."""
+        _, backward, gemm = self.entries[dq.dtype.name]
+        args, keep = self._common(q, k, v, mask, causal, scale)
+        grad_strides = _strides(grad)
+        if backward(gemm, *args, grad.ctypes.data, grad_strides.ctypes.data, dq.ctypes.data,
+                    dk.ctypes.data, dv.ctypes.data):
+            raise MemoryError("cpu backend: no memory for attention's score blocks")
+        del keep
