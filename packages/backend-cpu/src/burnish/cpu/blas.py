@@ -59,7 +59,7 @@ GEMM(burnish_gemm_f64_i32, double, int32_t)
 """
 
 #: Multiply-adds below which a product is not split (the threads' start costs more).
-MIN_SPLIT_MACS = 1 << 17
+MIN_SPLIT_MACS = 1 << 20
 
 _ADDRESSES = ctypes.POINTER(ctypes.c_int64)
 
