@@ -19,6 +19,7 @@ KNOWN_PACKAGES = {
     "cpu": "burnish-backend-cpu",
     "autodiff": "burnish-autodiff",
     "fusion": "burnish-fusion",
+    "remote": "burnish-remote",
 }
 
 

@@ -24,7 +24,9 @@ DeviceLike = Device | str | None
 
 
 def resolve_device(device: DeviceLike | Backend) -> Device:
-    """A Device from a Device, a backend, a backend name (``"ndarray"``), or None (the default)."""
+    """A Device from a Device, a backend, a backend name (``"ndarray"``), a server's address
+    (``"ws://host:port"``: the remote backend's device for that server), or None (the
+    default)."""
     from burnish import registry
     from burnish.backend import Backend
 
@@ -34,6 +36,8 @@ def resolve_device(device: DeviceLike | Backend) -> Device:
         return registry.default_device()
     if isinstance(device, Backend):
         return device.default_device()
+    if isinstance(device, str) and device.startswith(("ws://", "wss://")):
+        return registry.backend("remote").device(device)  # type: ignore[attr-defined, no-any-return]
     if isinstance(device, str):
         name, _, index = device.partition(":")
         backend = registry.backend(name)
