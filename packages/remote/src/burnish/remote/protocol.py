@@ -103,7 +103,7 @@ def pack(message: Any, tensor_id: Any, payloads: list[np.ndarray] | None = None)
             return msgpack.ExtType(HANDLE, handle.to_bytes(8, "little"))
         if isinstance(value, DType):
             return msgpack.ExtType(DTYPE, value.name.encode())
-        if isinstance(value, Device):
+        if isinstance(value, Device | DeviceRef):
             return msgpack.ExtType(DEVICE, b"")
         if isinstance(value, Distribution):
             return msgpack.ExtType(DISTRIBUTION, msgpack.packb([value.kind, value.a, value.b]))

@@ -335,7 +335,7 @@ class Session:
                 done = self.run_op(request[1], request[2], request[3], payloads)
                 self.raise_pending()
                 result = list(done) if done is not None else None
-            elif kind in ("export", "import"):
+            elif kind in ("export", "import", "deposit"):
                 from burnish.remote.transfer import answer_transfer
 
                 result = answer_transfer(self, request)
