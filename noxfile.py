@@ -61,12 +61,14 @@ EXTRAS = {} if has_system_opencl_driver() else {"backend-rocm": "[pocl]"}
 #: (``--replay``). Each entry is a backend followed by options of the suite. The GPU backends run
 #: on whatever drivers the machine has (CI: Mesa's lavapipe for wgpu, PoCL for rocm); cpu needs a
 #: C compiler (its compiled kernels are cached under ~/.cache/burnish, shared by its runs).
+#: remote runs against a loopback server running ndarray, started by burnish-remote's pytest
+#: plugin (a second process: the client and the server each take a core).
 #: The longest first: ``run_parallel`` runs them two or more at a time.
 CONFORMANCE_BACKENDS = ("rocm --replay", "autodiff+rocm", "rocm", "fusion+rocm",
                         "autodiff+fusion+wgpu", "autodiff+cpu", "autodiff+wgpu",
                         "wgpu --replay", "wgpu", "fusion+wgpu", "cpu --replay", "fusion+cpu",
-                        "cpu", "ndarray --replay", "autodiff+ndarray", "ndarray",
-                        "fusion+ndarray")
+                        "cpu", "ndarray --replay", "autodiff+ndarray", "autodiff+remote",
+                        "ndarray", "remote", "fusion+ndarray")
 #: Backends that need a driver; ``BURNISH_REQUIRE_BACKENDS`` (comma-separated, or ``all``) makes
 #: one that cannot start fail the sessions instead of being skipped (CI sets it).
 DRIVER_BACKENDS = {"wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "
@@ -127,7 +129,7 @@ def conformance(session: nox.Session) -> None:
     part too; a GPU backend without a driver is skipped with a warning, unless
     ``BURNISH_REQUIRE_BACKENDS`` names it (CI), where it fails."""
     install_editable(session, "core", "backend-ndarray", "autodiff", "fusion", "conformance",
-                     "jit", "backend-wgpu", "backend-rocm", "backend-cpu")
+                     "jit", "backend-wgpu", "backend-rocm", "backend-cpu", "remote")
     if session.posargs:
         session.run("pytest", "--pyargs", "burnish.conformance", *session.posargs)
         return

@@ -27,8 +27,8 @@ def message(ops: list[Any], request: Any = None, sizes: list[int] | None = None)
     return msgpack.packb([ops, [], request]) + msgpack.packb(sizes)
 
 
-def handle(n: int) -> msgpack.ExtType:
-    return msgpack.ExtType(1, n.to_bytes(8, "little"))
+def handle(n: int) -> bytes:
+    return n.to_bytes(8, "little")
 
 
 F32 = msgpack.ExtType(2, b"float32")

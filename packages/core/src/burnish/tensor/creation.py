@@ -37,7 +37,9 @@ def resolve_device(device: DeviceLike | Backend) -> Device:
     if isinstance(device, Backend):
         return device.default_device()
     if isinstance(device, str) and device.startswith(("ws://", "wss://")):
-        return registry.backend("remote").device(device)  # type: ignore[attr-defined, no-any-return]
+        remote: Any = registry.backend("remote")  # burnish-remote's RemoteBackend
+        found: Device = remote.device(device)
+        return found
     if isinstance(device, str):
         name, _, index = device.partition(":")
         backend = registry.backend(name)

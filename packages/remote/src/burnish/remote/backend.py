@@ -14,7 +14,7 @@ from burnish.dtype import DType
 from burnish.errors import DeviceError
 from burnish.remote import protocol
 from burnish.remote.client import Connection, RemoteTensor
-from burnish.remote.shapes import LIST, NONE, ONE, RULES, TUPLE
+from burnish.remote.shapes import LIST, ONE, RULES, TUPLE
 from burnish.tensor_data import TensorData
 
 #: Where the default device is: a server's address (``ws://host:port`` or ``wss://...``).
@@ -75,7 +75,7 @@ class RemoteBackend(Backend):
                           "(ws://host:port) or connect with burnish.remote.connect(url)")
 
     def dtypes(self, device: Device) -> tuple[DType, ...]:
-        return device.native.dtypes  # type: ignore[no-any-return]
+        return device.native.dtypes
 
     def describe_device(self, device: Device) -> str:
         connection = device.native
@@ -140,12 +140,12 @@ class RemoteBackend(Backend):
 
 def _connection_of(args: tuple[Any, ...], device_at: int | None) -> Connection:
     if device_at is not None and len(args) > device_at:
-        return args[device_at].native  # type: ignore[no-any-return]
+        return args[device_at].native
     for arg in args:
         if type(arg) is RemoteTensor:
             return arg.connection
         if type(arg) in (list, tuple) and arg and type(arg[0]) is RemoteTensor:
-            return arg[0].connection  # type: ignore[no-any-return]
+            return arg[0].connection
     raise DeviceError("a remote op got no remote tensor and no device")
 
 
@@ -243,4 +243,4 @@ def _learned(connection: Connection, name: str, args: tuple[Any, ...]) -> Any:
 for _name, _params in protocol.OPS.items():
     if _name not in RemoteBackend.__dict__:
         setattr(RemoteBackend, _name, _forwarded(_name, _params))
-abc.update_abstractmethods(RemoteBackend)
+abc.update_abstractmethods(RemoteBackend)  # type: ignore[type-abstract]

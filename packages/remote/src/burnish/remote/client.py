@@ -115,7 +115,6 @@ class Connection:
             raise DeviceError(f"cannot connect to burnish server {url}: "
                               f"{type(error).__name__}: {error}") from None
         self.ops: list[Any] = []
-        self.payload_bytes = 0
         self.frees: list[int] = []
         self.lock = threading.RLock()
         self.next_id = itertools.count(1)
@@ -131,9 +130,9 @@ class Connection:
 
     def enqueue(self, op: list[Any]) -> None:
         """Queue ``op``; send the queue once it is a batch."""
-        self.ops.append(op)
-        if len(self.ops) >= BATCH or self.payload_bytes >= protocol.CHUNK:
-            with self.lock:
+        with self.lock:  # (a DataLoader's worker threads make tensors too)
+            self.ops.append(op)
+            if len(self.ops) >= BATCH:
                 self.send(None)
 
     def send(self, request: Any) -> None:
@@ -141,7 +140,6 @@ class Connection:
         if self.closed:
             raise RemoteError(f"the connection to burnish server {self.url} is closed")
         ops, self.ops = self.ops, []
-        self.payload_bytes = 0
         frees, self.frees = self.frees, []
         payloads: list[np.ndarray] = []
         message = protocol.pack([ops, frees, request], _tensor_id, payloads)

@@ -17,8 +17,9 @@ second msgpack value ``payload_sizes``:
 Server to client, an answer is ``[error, result, payload_sizes]``, ``error`` being ``None`` or
 ``[type name, message]``.
 
-Arguments are msgpack values with these extension types: a handle, a dtype (its name), a
-distribution, the server's device, and tensor data (dtype, shape, index of its payload).
+Arguments are msgpack values; a handle is 8 bytes (little-endian; no op takes bytes otherwise),
+and extension types carry a dtype (its name), a distribution, the server's device, and tensor
+data (dtype, shape, index of its payload).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 from burnish.backend import Backend
 from burnish.device import Device
 from burnish.distribution import Distribution
-from burnish.dtype import DType
+from burnish.dtype import ALL_DTYPES, DType
 from burnish.tensor_data import TensorData
 
 #: The largest frame of tensor bytes; tensors bigger than this are sent in several.
@@ -41,7 +42,7 @@ CHUNK = 4 << 20
 #: The largest frame either side accepts (a message's msgpack part, or one chunk).
 MAX_FRAME = 16 << 20
 
-HANDLE, DTYPE, DISTRIBUTION, DEVICE, DATA = 1, 2, 3, 4, 5
+DTYPE, DISTRIBUTION, DEVICE, DATA = 2, 3, 4, 5
 
 #: Protocol methods a client never sends: answered by the client itself (devices, dtypes),
 #: or requests of their own (reads, waits, moves between servers).
@@ -93,6 +94,11 @@ class DeviceRef:
 DEVICE_REF = DeviceRef()
 
 
+#: Each dtype's extension value, made once (every op carries one).
+_DTYPES = {dtype: msgpack.ExtType(DTYPE, dtype.name.encode()) for dtype in ALL_DTYPES}
+_DEVICE = msgpack.ExtType(DEVICE, b"")
+
+
 def pack(message: Any, tensor_id: Any, payloads: list[np.ndarray] | None = None) -> bytes:
     """``message`` as msgpack; ``tensor_id(x)`` gives the handle of a client primitive, and each
     ``TensorData`` met is appended to ``payloads`` (its bytes travel after the message)."""
@@ -100,11 +106,11 @@ def pack(message: Any, tensor_id: Any, payloads: list[np.ndarray] | None = None)
     def default(value: Any) -> Any:
         handle = tensor_id(value)
         if handle is not None:
-            return msgpack.ExtType(HANDLE, handle.to_bytes(8, "little"))
+            return handle.to_bytes(8, "little")
         if isinstance(value, DType):
-            return msgpack.ExtType(DTYPE, value.name.encode())
+            return _DTYPES[value]
         if isinstance(value, Device | DeviceRef):
-            return msgpack.ExtType(DEVICE, b"")
+            return _DEVICE
         if isinstance(value, Distribution):
             return msgpack.ExtType(DISTRIBUTION, msgpack.packb([value.kind, value.a, value.b]))
         if isinstance(value, TensorData) and payloads is not None:

@@ -29,6 +29,10 @@ from burnish.tensor_data import TensorData
 MAX_ELEMENTS = 1 << 30
 _DISTRIBUTIONS = frozenset({"uniform", "normal", "bernoulli"})
 _SCALARS = (bool, int, float, str, type(None))
+#: Ops whose result shapes come from sizes the client writes, not from existing tensors alone.
+_SHAPED_BY_CLIENT = frozenset({"empty", "zeros", "ones", "full", "random", "arange", "reshape",
+                               "expand", "repeat_dim", "multinomial", "split", "topk_with_indices",
+                               "slice"})
 
 
 class ProtocolViolation(Exception):
@@ -221,12 +225,12 @@ class Session:
         for the client's next request. Returns the results' form and shapes."""
         expected = None
         try:
-            expected = self.check(name, first, args)
+            self.check(name, first, args)
             resolved = self.resolve(args, payloads)
             if expected is None and name in RULES:
                 expected = RULES[name](*resolved)
             if expected is not None:
-                self.check_sizes(name, expected[1])
+                self.check_sizes(name, expected[1], name in _SHAPED_BY_CLIENT)
             with self.server.lock:
                 # ``name`` is one of the protocol's ops (checked): never any other attribute.
                 result = getattr(self.server.backend, name)(*resolved)
@@ -256,9 +260,11 @@ class Session:
         if not 0 <= first < 1 << 62:
             raise OpError(f"handle {first} is out of range")
 
-    def check_sizes(self, name: str, shapes: list[tuple[int, ...]]) -> None:
+    def check_sizes(self, name: str, shapes: list[tuple[int, ...]], given: bool = True) -> None:
+        """Refuse results over ``max_elements``; ``given``: shapes written by the client, whose
+        sizes are checked to be ints first (the others come from tensors that exist)."""
         for shape in shapes:
-            if not all(type(s) is int and s >= 0 for s in shape):
+            if given and not all(type(s) is int and s >= 0 for s in shape):
                 raise OpError(f"{name}: {shape} is not a shape")
             if math.prod(shape) > self.server.max_elements:
                 raise OpError(f"{name}: a result of shape {shape} has more than "
@@ -267,7 +273,11 @@ class Session:
     def resolve(self, value: Any, payloads: list[bytearray]) -> Any:
         """``value`` with handles replaced by this client's tensors, data by TensorData."""
         kind = type(value)
-        if kind is Handle:
+        if kind is bytes or kind is Handle:
+            if kind is bytes:
+                if len(value) != 8:
+                    raise OpError("a handle is 8 bytes")
+                value = Handle(int.from_bytes(value, "little"))
             found = self.tensors.get(value.id)
             if found is None:
                 if value.id in self.poisoned:
@@ -288,7 +298,7 @@ class Session:
         if not 0 <= ref.payload < len(payloads):
             raise OpError(f"tensor data refers to payload {ref.payload} of {len(payloads)}")
         self.check_sizes("from_data", [ref.shape])
-        return TensorData.from_bytes(payloads[ref.payload], ref.shape, ref.dtype)
+        return TensorData.from_bytes(memoryview(payloads[ref.payload]), ref.shape, ref.dtype)
 
     def store(self, handle: int, primitive: Any) -> None:
         self.free(handle)
@@ -401,8 +411,6 @@ def _flatten(name: str, result: Any) -> tuple[int, list[Any]]:
 
 def _ext_hook(code: int, data: bytes) -> Any:
     """Decode one extension value of a message, checking it."""
-    if code == protocol.HANDLE and len(data) == 8:
-        return Handle(int.from_bytes(data, "little"))
     if code == protocol.DTYPE:
         try:
             return get_dtype(data.decode())

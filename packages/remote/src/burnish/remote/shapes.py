@@ -83,7 +83,7 @@ def _created(shape: Sequence[int], *_: Any) -> tuple[int, list[Shape]]:
 
 def _arange(start: float, end: float, step: float, *_: Any) -> tuple[int, list[Shape]]:
     if all(isinstance(v, int) for v in (start, end, step)):
-        return ONE, [(max(0, -((start - end) // step)),)]
+        return ONE, [(max(0, int(-((start - end) // step))),)]
     return ONE, [(max(0, math.ceil((end - start) / step)),)]
 
 
