@@ -140,7 +140,11 @@ class Connection:
         if self.closed:
             raise RemoteError(f"the connection to burnish server {self.url} is closed")
         ops, self.ops = self.ops, []
-        frees, self.frees = self.frees, []
+        # Taken from the front, not swapped: a tensor collected on another thread meanwhile
+        # appends to the same list, and its free goes with the next message.
+        count = len(self.frees)
+        frees = self.frees[:count]
+        del self.frees[:count]
         payloads: list[np.ndarray] = []
         message = protocol.pack([ops, frees, request], _tensor_id, payloads)
         # The payloads' sizes follow the ops as a second msgpack value of the same frame.

@@ -29,6 +29,8 @@ from burnish.tensor_data import TensorData
 MAX_ELEMENTS = 1 << 30
 _DISTRIBUTIONS = frozenset({"uniform", "normal", "bernoulli"})
 _SCALARS = (bool, int, float, str, type(None))
+#: Argument types that are used as they arrive.
+_PLAIN = frozenset({bool, int, float, str, type(None), DType, Distribution})
 #: Ops whose result shapes come from sizes the client writes, not from existing tensors alone.
 _SHAPED_BY_CLIENT = frozenset({"empty", "zeros", "ones", "full", "random", "arange", "reshape",
                                "expand", "repeat_dim", "multinomial", "split", "topk_with_indices",
@@ -72,6 +74,8 @@ class Server:
         #: One op at a time on the backend, whichever client sent it.
         self.lock = threading.Lock()
         self.sessions: set[Session] = set()
+        #: The backend's method for each op of the protocol: all a client can call.
+        self.methods = {name: getattr(self.backend, name) for name in OPS}
         #: Tensors sent by another server (``to_device``), by the key their sender was given.
         self.transfers: dict[bytes, Any] = {}
         self.transfer_arrived = threading.Condition()
@@ -181,11 +185,12 @@ class Session:
             raise ProtocolViolation("a message is [ops, frees, request]")
         ops, frees, request = body
         payloads = self.payloads(sizes)
-        for op in ops:
-            if not (isinstance(op, tuple) and len(op) == 3 and isinstance(op[0], str)
-                    and type(op[1]) is int and isinstance(op[2], tuple)):
-                raise ProtocolViolation("an op is [name, first handle, arguments]")
-            self.run_op(op[0], op[1], op[2], payloads)
+        with self.server.lock:  # a batch at a time on the backend, whichever client sent it
+            for op in ops:
+                if not (type(op) is tuple and len(op) == 3 and type(op[0]) is str
+                        and type(op[1]) is int and type(op[2]) is tuple):
+                    raise ProtocolViolation("an op is [name, first handle, arguments]")
+                self.run_op(op[0], op[1], op[2], payloads)
         for handle in frees:
             if type(handle) is not int:
                 raise ProtocolViolation("a freed handle is an int")
@@ -221,19 +226,23 @@ class Session:
 
     def run_op(self, name: str, first: int, args: tuple[Any, ...],
                payloads: list[bytearray]) -> tuple[int, list[tuple[int, ...]]] | None:
-        """Run op ``name`` into handles ``first``...; an error poisons its results and is kept
-        for the client's next request. Returns the results' form and shapes."""
+        """Run op ``name`` into handles ``first``... (holding the server's lock); an error
+        poisons its results and is kept for the client's next request. Returns the results'
+        form and shapes."""
         expected = None
         try:
+            method = self.server.methods.get(name)
+            if method is None:
+                raise OpError(f"{name!r} is not an op of the backend protocol")
             self.check(name, first, args)
-            resolved = self.resolve(args, payloads)
-            if expected is None and name in RULES:
-                expected = RULES[name](*resolved)
+            resolved = [self.resolve(a, payloads) if type(a) not in _PLAIN else a
+                        for a in args]
+            rule = RULES.get(name)
+            if rule is not None:
+                expected = rule(*resolved)
             if expected is not None:
                 self.check_sizes(name, expected[1], name in _SHAPED_BY_CLIENT)
-            with self.server.lock:
-                # ``name`` is one of the protocol's ops (checked): never any other attribute.
-                result = getattr(self.server.backend, name)(*resolved)
+            result = method(*resolved)
             form, leaves = _flatten(name, result)
             shapes = [tuple(leaf.shape) for leaf in leaves]
             if expected is not None and (form, shapes) != (expected[0], list(expected[1])):
@@ -301,7 +310,8 @@ class Session:
         return TensorData.from_bytes(memoryview(payloads[ref.payload]), ref.shape, ref.dtype)
 
     def store(self, handle: int, primitive: Any) -> None:
-        self.free(handle)
+        if handle in self.tensors or handle in self.poisoned:
+            self.free(handle)
         size = int(getattr(primitive, "nbytes", 0) or math.prod(primitive.shape) * 8)
         limit = self.server.max_client_bytes
         if limit is not None and self.bytes + size > limit:
@@ -342,7 +352,8 @@ class Session:
             elif kind == "call" and len(request) == 4 and isinstance(request[1], str) \
                     and type(request[2]) is int and isinstance(request[3], tuple):
                 self.raise_pending()
-                done = self.run_op(request[1], request[2], request[3], payloads)
+                with self.server.lock:
+                    done = self.run_op(request[1], request[2], request[3], payloads)
                 self.raise_pending()
                 result = list(done) if done is not None else None
             elif kind in ("export", "import", "deposit"):
