@@ -200,11 +200,18 @@ def _forwarded(name: str, params: tuple[str, ...]) -> Any:
     def op(self: RemoteBackend, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
             args = positional(args, kwargs)
-        connection = _connection_of(args, device_at)
+        if args and type(args[0]) is RemoteTensor:  # most ops: found at once
+            connection = args[0].connection
+        else:
+            connection = _connection_of(args, device_at)
         known = rule(*args) if rule is not None else None
         if known is None:
             return _learned(connection, name, args)
         form, shapes = known
+        if form == ONE:  # most ops, without the generic path's calls
+            handle = next(connection.next_id)
+            connection.enqueue([name, handle, args])
+            return RemoteTensor(connection, handle, shapes[0])
         first = _allocate(connection, len(shapes))
         connection.enqueue([name, first, args])
         return _results(connection, first, form, shapes)

@@ -409,14 +409,14 @@ class _Reported(Exception):
 
 
 def _flatten(name: str, result: Any) -> tuple[int, list[Any]]:
+    if hasattr(result, "shape"):
+        return ONE, [result]
     if result is None:
         return NONE, []
     if isinstance(result, tuple):
         return TUPLE, list(result)
     if isinstance(result, list):
         return LIST, result
-    if hasattr(result, "shape"):
-        return ONE, [result]
     raise OpError(f"{name} returned a {type(result).__name__}")
 
 
