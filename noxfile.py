@@ -62,13 +62,15 @@ EXTRAS = {} if has_system_opencl_driver() else {"backend-rocm": "[pocl]"}
 #: on whatever drivers the machine has (CI: Mesa's lavapipe for wgpu, PoCL for rocm); cpu needs a
 #: C compiler (its compiled kernels are cached under ~/.cache/burnish, shared by its runs).
 #: ``router(a,b)`` runs on a router over two backends, tensors made on the first one's device.
+#: remote runs against a loopback server running ndarray, started by burnish-remote's pytest
+#: plugin (a second process: the client and the server each take a core).
 #: The longest first: ``run_parallel`` runs them two or more at a time.
 CONFORMANCE_BACKENDS = ("rocm --replay", "autodiff+rocm", "rocm", "fusion+rocm",
                         "autodiff+fusion+wgpu", "autodiff+cpu", "autodiff+wgpu",
                         "autodiff+router(wgpu,ndarray)", "wgpu --replay", "wgpu",
                         "router(wgpu,ndarray)", "fusion+wgpu", "cpu --replay", "fusion+cpu",
-                        "cpu", "autodiff+router(ndarray,wgpu)", "ndarray --replay",
-                        "autodiff+ndarray", "router(ndarray,wgpu)", "ndarray",
+                        "autodiff+remote", "cpu", "remote", "autodiff+router(ndarray,wgpu)",
+                        "ndarray --replay", "autodiff+ndarray", "router(ndarray,wgpu)", "ndarray",
                         "fusion+ndarray")
 #: Backends that need a driver; ``BURNISH_REQUIRE_BACKENDS`` (comma-separated, or ``all``) makes
 #: one that cannot start fail the sessions instead of being skipped (CI sets it).
@@ -130,7 +132,7 @@ def conformance(session: nox.Session) -> None:
     part too; a GPU backend without a driver is skipped with a warning, unless
     ``BURNISH_REQUIRE_BACKENDS`` names it (CI), where it fails."""
     install_editable(session, "core", "backend-ndarray", "autodiff", "fusion", "router",
-                     "conformance", "jit", "backend-wgpu", "backend-rocm", "backend-cpu")
+                     "conformance", "jit", "backend-wgpu", "backend-rocm", "backend-cpu", "remote")
     if session.posargs:
         session.run("pytest", "--pyargs", "burnish.conformance", *session.posargs)
         return

@@ -21,6 +21,7 @@ KNOWN_PACKAGES = {
     "autodiff": "burnish-autodiff",
     "fusion": "burnish-fusion",
     "router": "burnish-router",
+    "remote": "burnish-remote",
 }
 
 

@@ -25,7 +25,9 @@ DeviceLike = Device | str | None
 
 def resolve_device(device: DeviceLike | Backend) -> Device:
     """A Device from a Device, a backend, a backend name (``"ndarray"``) with or without one of
-    its devices (``"cuda:1"``, ``"router(ndarray,wgpu):wgpu/wgpu:0"``), or None (the default)."""
+    its devices (``"cuda:1"``, ``"router(ndarray,wgpu):wgpu/wgpu:0"``), a server's address
+    (``"ws://host:port"``: the remote backend's device for that server), or None (the
+    default)."""
     from burnish import registry
     from burnish.backend import Backend
 
@@ -35,6 +37,10 @@ def resolve_device(device: DeviceLike | Backend) -> Device:
         return registry.default_device()
     if isinstance(device, Backend):
         return device.default_device()
+    if isinstance(device, str) and device.startswith(("ws://", "wss://")):
+        remote: Any = registry.backend("remote")  # burnish-remote's RemoteBackend
+        found: Device = remote.device(device)
+        return found
     if isinstance(device, str):
         name, _, index = device.partition(":")
         backend = registry.backend(name)

@@ -1,0 +1,15 @@
+"""A server on loopback for the remote package's tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from burnish.remote import Server
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    with Server("ndarray", "127.0.0.1", 0, token="test-token") as running:
+        yield running
