@@ -15,8 +15,10 @@ Cases:
   (bench/resnet18.py, batch 2 of 3x224x224), ``lstm`` (a bidirectional 2-layer LSTM 64 -> 128
   and a GRU 256 -> 128 over 32 steps, batch 8), ``transformer`` (a 2-layer post-norm
   ``nn.TransformerEncoder``, d_model 128, 2 heads, feed-forward 512, seq 128, batch 2: tiny
-  BERT's sizes). Each median of ``--repeat`` runs after a warm-up, the implementations taking
-  turns; burnish's output is checked against onnxruntime's.
+  BERT's sizes). burnish runs the imported module eagerly and through ``burnish.capture``
+  (recorded once, then replayed: no Python per op). Each median of ``--repeat`` runs after a
+  warm-up, the implementations taking turns; burnish's outputs are checked against
+  onnxruntime's.
 
 Threads: ``--threads`` (default 2) for every side: OpenMP's (burnish's kernels), OpenBLAS's
 (NumPy), torch's and onnxruntime's intra-op pool. PyTorch and onnxruntime are references, not
@@ -49,12 +51,15 @@ from burnish import Tensor  # noqa: E402
 
 
 def _turns(functions: dict, repeat: int) -> dict[str, float]:
-    """The median time of each function over ``repeat`` runs, taking turns run by run."""
+    """The median time of each function over ``repeat`` runs, taking turns run by run, each
+    after a 20 ms pause: thread pools spin for work for a while after a run (onnxruntime's,
+    OpenMP's), which would slow whatever runs next on few cores."""
     times: dict[str, list[float]] = {name: [] for name in functions}
     for fn in functions.values():
         fn()  # warm-up: compiling, caches
     for _ in range(repeat):
         for name, fn in functions.items():
+            time.sleep(0.02)
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
@@ -162,8 +167,9 @@ def onnx_models(args: argparse.Namespace) -> list[str]:
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
     options.inter_op_num_threads = 1
-    rows = [f"| model | burnish {args.backend} ms | onnxruntime ms | x onnxruntime's time | "
-            "max abs diff |", "|---|---:|---:|---:|---:|"]
+    rows = [f"| model | burnish {args.backend} ms | captured ms | onnxruntime ms | "
+            "x onnxruntime's time (eager, captured) | max abs diff |",
+            "|---|---:|---:|---:|---:|---:|"]
     folder = Path(tempfile.mkdtemp(prefix="bench_cpu_"))
     for name in args.models:
         torch.manual_seed(0)
@@ -182,13 +188,24 @@ def onnx_models(args: argparse.Namespace) -> list[str]:
         def run_burnish(model=model, tensors=tensors):
             return model(*tensors).to_numpy()
 
+        @bn.capture
+        def infer(model, *xs):
+            return model(*xs)
+
+        def run_captured(model=model, tensors=tensors, infer=infer):
+            return infer(model, *tensors).to_numpy()
+
         def run_ort(session=session, feeds=feeds):
             return session.run(None, feeds)[0]
 
-        times = _turns({"burnish": run_burnish, "ort": run_ort}, args.repeat)
-        diff = float(np.abs(run_burnish() - run_ort()).max())
-        rows.append(f"| {name} | {times['burnish'] * 1e3:.1f} | {times['ort'] * 1e3:.1f} | "
-                    f"{times['burnish'] / times['ort']:.2f}x | {diff:.1e} |")
+        for _ in range(3):  # a call that warms up, then the recording: replays from here on
+            run_captured()
+        times = _turns({"burnish": run_burnish, "captured": run_captured, "ort": run_ort},
+                       args.repeat)
+        diff = max(float(np.abs(run() - run_ort()).max()) for run in (run_burnish, run_captured))
+        rows.append(f"| {name} | {times['burnish'] * 1e3:.1f} | {times['captured'] * 1e3:.1f} | "
+                    f"{times['ort'] * 1e3:.1f} | {times['burnish'] / times['ort']:.2f}x, "
+                    f"{times['captured'] / times['ort']:.2f}x | {diff:.1e} |")
     return rows
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import burnish
 from burnish import Tensor
+from burnish.cpu import blas
 from burnish.cpu.blas import Gemm
 from burnish.cpu.compiler import Compiler
 from burnish.cpu.conv import NativeConv
@@ -25,7 +26,9 @@ def gemm() -> Gemm:
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_products_in_every_layout_blas_takes_match_float64(gemm, dtype):
+def test_products_in_every_layout_blas_takes_match_float64(gemm, dtype, monkeypatch):
+    monkeypatch.setattr(blas, "MIN_SPLIT_MACS", 0)  # every product split: through the C loop
+    blas._plan.cache_clear()
     rng = np.random.default_rng(0)
     tol = 1e-4 if dtype == np.float32 else 1e-10
     for (m, k, n), ta, tb, batch in itertools.product(
@@ -37,10 +40,18 @@ def test_products_in_every_layout_blas_takes_match_float64(gemm, dtype):
         b = b.T if tb else b
         out = np.full((*batch, m, n), np.nan, dtype)
         with gemm.guard:
-            assert gemm.product(a, b, out)
+            assert gemm.product(a, b, out) or (m * n == 1 and not batch)  # nothing to split
+        if m * n == 1 and not batch:
+            np.matmul(a, b, out=out)
         expected = a.astype(np.float64) @ b.astype(np.float64)
         np.testing.assert_allclose(out, expected, rtol=tol, atol=tol * max(1, k),
                                    err_msg=f"{(m, k, n)} ta={ta} tb={tb} batch={batch}")
+
+
+def test_one_small_product_is_left_to_numpy(gemm):
+    blas._plan.cache_clear()
+    a, b = np.ones((8, 16), np.float32), np.ones((16, 8), np.float32)
+    assert not gemm.product(a, b, np.empty((8, 8), np.float32))
 
 
 def test_a_batch_summed_into_one_matrix_with_beta(gemm):

@@ -61,8 +61,6 @@ GEMM(burnish_gemm_f64_i32, double, int32_t)
 #: Multiply-adds below which a product is not split (the threads' start costs more).
 MIN_SPLIT_MACS = 1 << 20
 
-_ADDRESSES = ctypes.POINTER(ctypes.c_int64)
-
 
 def _openblas_libraries() -> list[Any]:
     try:
@@ -123,7 +121,7 @@ class Gemm:
                                       f"_{'i64' if wide else 'i32'}")
             scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
             entry.argtypes = ([ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
-                              + [ctypes.c_int64] * 4 + [_ADDRESSES] * 3 + [ctypes.c_int64] * 3
+                              + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
                               + [ctypes.c_int, scalar, ctypes.c_int64, ctypes.c_int64])
             entry.restype = None
             self.functions[dtype] = (entry, ctypes.cast(function, ctypes.c_void_p).value or 0,
@@ -143,7 +141,8 @@ class Gemm:
                 beta: float = 0.0) -> bool:
         """``out = beta * out + a @ b`` (batched, broadcast); ``accumulate``: ``out`` is one
         matrix and receives the sum of every product of the batch. False where a layout is not
-        one BLAS takes (the caller then does it some other way)."""
+        one BLAS takes, or for one product too small to split (NumPy's ``matmul`` is then the
+        shorter way): the caller then does it some other way."""
         entry = self.functions.get(out.dtype.name)
         if entry is None or a.dtype != out.dtype or b.dtype != out.dtype:
             return False
@@ -154,6 +153,8 @@ class Gemm:
         (ta, tb, m, n, k, lda, ldb, ldc, a_offsets, b_offsets, c_offsets, parts_m,
          parts_n) = plan
         count = len(a_offsets)
+        if count == 1 and parts_m * parts_n == 1 and not accumulate and beta == 0:
+            return False  # one small product: NumPy's matmul calls BLAS with less Python
         if m == 0 or n == 0:
             return True
         if k == 0 or count == 0:  # empty sums
@@ -166,7 +167,7 @@ class Gemm:
                      ((a_offsets, a), (b_offsets, b), (c_offsets, out))]
         function, gemm, _ = entry
         function(gemm, ta, tb, m, n, k, count,
-                 *[x.ctypes.data_as(_ADDRESSES) for x in addresses],
+                 *[x.ctypes.data for x in addresses],
                  lda, ldb, ldc, int(accumulate), beta, parts_m, parts_n)
         return True
 
@@ -230,7 +231,7 @@ def _plan(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[i
     if threads > 1 and tasks < threads and work >= MIN_SPLIT_MACS:
         parts = -(-threads // tasks)
         if m >= n:
-            parts_m = min(parts, m)
+            parts_m = max(1, min(parts, m))
         else:
-            parts_n = min(parts, n)
+            parts_n = max(1, min(parts, n))
     return (ta, tb, m, n, k, lda, ldb, ldc, a_off, b_off, c_off, parts_m, parts_n)
