@@ -148,6 +148,13 @@ def max_pool(x: Tensor, kernel_shape, strides=None, pads=None, dilations=None,
     kernel = list(kernel_shape)
     strides, dilations, begins, ends, out_sizes, tails = _pool_geometry(
         x, kernel, strides, pads, dilations, ceil_mode, auto_pad)
+    if (not with_indices and x.dtype.is_float and 1 <= len(kernel) <= 3 and begins == ends
+            and all(2 * b <= k for b, k in zip(begins, kernel))
+            and out_sizes == [(n + 2 * b - (k - 1) * d - 1) // s + 1 for n, k, s, d, b in
+                              zip(x.shape[2:], kernel, strides, dilations, begins)]):
+        # The backend's pooling (one kernel) where its windows are ONNX's: symmetric padding
+        # of at most half a window, no ceil-mode overhang.
+        return F.max_pool(x, kernel, strides, begins, dilations)
     low = -math.inf if x.dtype.is_float else int(np.iinfo(x.dtype.numpy).min)
     padded = _pad_spatial(x, begins, [e + t for e, t in zip(ends, tails)], low)
     best = None
