@@ -84,7 +84,12 @@ CASES = [  # (spatial size, kernel, stride, padding, dilation, groups, batch)
 
 @pytest.mark.parametrize("case", CASES, ids=[str(c[:3]) for c in CASES])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_convolutions_and_their_gradients_match_ndarray(case, dtype, monkeypatch):
+@pytest.mark.parametrize("block", [None, 8], ids=["whole", "line-blocks"])
+def test_convolutions_and_their_gradients_match_ndarray(case, dtype, block, monkeypatch):
+    from burnish.cpu import conv as cpu_conv
+
+    if block is not None:  # a task per output line: many blocks per sample
+        monkeypatch.setattr(cpu_conv, "BLOCK", block)
     calls: list[str] = []
     for name in ("forward", "weight_grad"):
         original = getattr(NativeConv, name)

@@ -3,11 +3,12 @@
 burnish.jit's way for the CPU was a patch matrix for a whole chunk of the batch, written by one
 kernel, then BLAS products over it: the matrix (channels x taps x positions per sample, often
 tens of MB) went through memory twice. Here each OpenMP thread takes a sample (and group) at a
-time, writes its patch matrix into a buffer of its own, which stays in the cache, and hands it
+time, writes its patch rows into a buffer of its own, which stays in the cache, and hands them
 straight to a single-threaded BLAS product (``blas.Gemm``'s function pointers, on burnish's
-buffers). Weight gradients add each thread's products into a buffer of its own, summed at the
-end. Where the batch is smaller than the team, the samples go one by one, each one's patch
-rows and product split across the threads instead.
+buffers). A task is a block of output lines of one sample and group, as many lines as keep its
+patch rows within ``BLOCK`` elements (so large images split into many tasks, and the threads
+share even a batch of one). Weight gradients add each thread's products into a buffer of its
+own, summed at the end.
 
 Patch rows are made line by line: a line of the output's last dim reads one line of the input
 (a run of ``memcpy`` for unit strides), with zeros where taps fall in the padding; transposed
@@ -45,19 +46,20 @@ static inline int burnish_coord(int64_t o, int64_t t, int64_t in, int64_t s, int
 #define CONV(NAME, T, I)                                                                      \
 typedef void (*NAME##_gemm)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
                                                                                              \
-/* Patch rows of channels [c0, c1) of one sample and group: cols is [channels * taps, P]. */ \
+/* Patch rows of channels [0, channels) of one sample and group, for output lines [l0, l1)    \
+   (a line: the positions along the last dim): cols is [channels * taps, (l1 - l0) * out2]. */ \
 static void NAME##_rows(const T *x, int64_t xsc, const int64_t *g, int transposed,           \
-                        int64_t c0, int64_t c1, T *cols) {                                   \
+                        int64_t channels, int64_t l0, int64_t l1, T *cols) {                 \
     const int64_t *in = g, *out = g + 3, *k = g + 6, *s = g + 9, *p = g + 12, *d = g + 15;    \
     const int64_t *xs = g + 18;                                                              \
-    int64_t positions = out[0] * out[1] * out[2], taps = k[0] * k[1] * k[2];                 \
+    int64_t width = (l1 - l0) * out[2], taps = k[0] * k[1] * k[2];                           \
     int line = !transposed || s[2] == 1;                                                     \
     int64_t a = transposed ? 1 : s[2];                                                       \
-    for (int64_t c = c0; c < c1; c++)                                                        \
+    for (int64_t c = 0; c < channels; c++)                                                   \
     for (int64_t t0 = 0; t0 < k[0]; t0++)                                                    \
     for (int64_t t1 = 0; t1 < k[1]; t1++)                                                    \
     for (int64_t t2 = 0; t2 < k[2]; t2++) {                                                  \
-        T *row = cols + (c * taps + (t0 * k[1] + t1) * k[2] + t2) * positions;              \
+        T *row = cols + (c * taps + (t0 * k[1] + t1) * k[2] + t2) * width;                  \
         const T *xc = x + c * xsc;                                                           \
         int64_t b = transposed ? p[2] - t2 * d[2] : t2 * d[2] - p[2];                       \
         int64_t lo = 0, hi = 0;                                                              \
@@ -68,145 +70,109 @@ static void NAME##_rows(const T *x, int64_t xsc, const int64_t *g, int transpose
             if (hi > out[2]) hi = out[2];                                                    \
             if (hi < lo) hi = lo;                                                            \
         }                                                                                    \
-        for (int64_t o0 = 0; o0 < out[0]; o0++) {                                            \
-            int64_t i0 = 0, i1 = 0;                                                          \
-            int v0 = burnish_coord(o0, t0, in[0], s[0], p[0], d[0], transposed, &i0);        \
-            for (int64_t o1 = 0; o1 < out[1]; o1++) {                                        \
-                T *dst = row + (o0 * out[1] + o1) * out[2];                                  \
-                int v1 = v0 && burnish_coord(o1, t1, in[1], s[1], p[1], d[1], transposed, &i1); \
-                if (!v1) {                                                                   \
-                    memset(dst, 0, sizeof(T) * out[2]);                                      \
-                    continue;                                                                \
-                }                                                                            \
-                const T *src = xc + i0 * xs[0] + i1 * xs[1];                                 \
-                if (line) {                                                                  \
-                    for (int64_t o = 0; o < lo; o++) dst[o] = 0;                             \
-                    if (a == 1 && xs[2] == 1) {                                              \
-                        memcpy(dst + lo, src + lo + b, sizeof(T) * (hi - lo));               \
-                    } else {                                                                 \
-                        for (int64_t o = lo; o < hi; o++) dst[o] = src[(o * a + b) * xs[2]]; \
-                    }                                                                        \
-                    for (int64_t o = hi; o < out[2]; o++) dst[o] = 0;                        \
+        for (int64_t l = l0; l < l1; l++) {                                                  \
+            int64_t o0 = l / out[1], o1 = l % out[1], i0 = 0, i1 = 0;                        \
+            T *dst = row + (l - l0) * out[2];                                                \
+            int valid = burnish_coord(o0, t0, in[0], s[0], p[0], d[0], transposed, &i0)      \
+                && burnish_coord(o1, t1, in[1], s[1], p[1], d[1], transposed, &i1);          \
+            if (!valid) {                                                                    \
+                memset(dst, 0, sizeof(T) * out[2]);                                          \
+                continue;                                                                    \
+            }                                                                                \
+            const T *src = xc + i0 * xs[0] + i1 * xs[1];                                     \
+            if (line) {                                                                      \
+                for (int64_t o = 0; o < lo; o++) dst[o] = 0;                                 \
+                if (a == 1 && xs[2] == 1) {                                                  \
+                    memcpy(dst + lo, src + lo + b, sizeof(T) * (hi - lo));                   \
                 } else {                                                                     \
-                    for (int64_t o = 0; o < out[2]; o++) {                                   \
-                        int64_t i2 = 0;                                                      \
-                        int v = burnish_coord(o, t2, in[2], s[2], p[2], d[2], 1, &i2);       \
-                        dst[o] = v ? src[i2 * xs[2]] : (T)0;                                 \
-                    }                                                                        \
+                    for (int64_t o = lo; o < hi; o++) dst[o] = src[(o * a + b) * xs[2]];     \
+                }                                                                            \
+                for (int64_t o = hi; o < out[2]; o++) dst[o] = 0;                            \
+            } else {                                                                         \
+                for (int64_t o = 0; o < out[2]; o++) {                                       \
+                    int64_t i2 = 0;                                                          \
+                    int v = burnish_coord(o, t2, in[2], s[2], p[2], d[2], 1, &i2);           \
+                    dst[o] = v ? src[i2 * xs[2]] : (T)0;                                     \
                 }                                                                            \
             }                                                                                \
         }                                                                                    \
     }                                                                                        \
 }                                                                                            \
                                                                                              \
-/* Row blocks [r0, r1) of out = w x cols (+ bias): one block per thread when few samples. */ \
-static void NAME##_product(NAME##_gemm gemm, const T *w, const T *cols, const T *bias, T *o, \
-                           int64_t r0, int64_t r1, int64_t inner, int64_t positions) {       \
-    if (r1 <= r0) return;                                                                    \
-    gemm(101, 111, 111, (I)(r1 - r0), (I)positions, (I)inner, (T)1, w + r0 * inner,          \
-         (I)inner, cols, (I)positions, (T)0, o + r0 * positions, (I)positions);              \
-    if (bias)                                                                                \
-        for (int64_t r = r0; r < r1; r++)                                                    \
-            for (int64_t q = 0; q < positions; q++) o[r * positions + q] += bias[r];         \
-}                                                                                            \
-                                                                                             \
-/* out[n, g] = w[g] x patches(x[n, g]) (+ bias), out contiguous [batch, groups * m, P]. */   \
+/* out[n, g] = w[g] x patches(x[n, g]) (+ bias), out contiguous [batch, groups * m, P]: one   \
+   task per sample, group and block of lines (a block's patch rows fit in BLOCK elements). */ \
 int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64_t xsb,      \
                    int64_t xsc, int64_t batch, int64_t groups, int64_t channels,             \
-                   const T *w, int64_t m, const T *bias, T *out) {                           \
+                   const T *w, int64_t m, const T *bias, T *out, int64_t lines_per_block) {  \
     NAME##_gemm gemm = (NAME##_gemm)fn;                                                      \
     int64_t positions = g[3] * g[4] * g[5], inner = channels * g[6] * g[7] * g[8];           \
-    int64_t tasks = batch * groups, failed = 0;                                              \
-    int threads = omp_get_max_threads();                                                     \
-    if (tasks >= threads) {                                                                  \
-        _Pragma("omp parallel reduction(+:failed)")                                         \
-        {                                                                                    \
-            T *cols = malloc(sizeof(T) * inner * positions);                                 \
-            failed += cols == NULL;                                                          \
-            _Pragma("omp for schedule(dynamic)")                                            \
-            for (int64_t task = 0; task < tasks; task++) {                                  \
-                if (!cols) continue;                                                         \
-                int64_t n = task / groups, gi = task % groups;                               \
-                NAME##_rows(x + n * xsb + gi * channels * xsc, xsc, g, transposed, 0,        \
-                            channels, cols);                                                 \
-                NAME##_product(gemm, w + gi * m * inner, cols, bias ? bias + gi * m : NULL,  \
-                               out + task * m * positions, 0, m, inner, positions);          \
-            }                                                                                \
-            free(cols);                                                                      \
+    int64_t lines = g[3] * g[4], blocks = (lines + lines_per_block - 1) / lines_per_block;   \
+    int64_t tasks = batch * groups * blocks, failed = 0;                                     \
+    _Pragma("omp parallel reduction(+:failed)")                                             \
+    {                                                                                        \
+        T *cols = malloc(sizeof(T) * inner * lines_per_block * g[5]);                       \
+        failed += cols == NULL;                                                              \
+        _Pragma("omp for schedule(dynamic)")                                                \
+        for (int64_t task = 0; task < tasks; task++) {                                      \
+            if (!cols) continue;                                                             \
+            int64_t plane = task / blocks, block = task % blocks;                            \
+            int64_t n = plane / groups, gi = plane % groups;                                 \
+            int64_t l0 = block * lines_per_block;                                            \
+            int64_t l1 = l0 + lines_per_block < lines ? l0 + lines_per_block : lines;       \
+            int64_t width = (l1 - l0) * g[5];                                                \
+            NAME##_rows(x + n * xsb + gi * channels * xsc, xsc, g, transposed, channels, l0, \
+                        l1, cols);                                                           \
+            T *o = out + plane * m * positions + l0 * g[5];                                  \
+            gemm(101, 111, 111, (I)m, (I)width, (I)inner, (T)1, w + gi * m * inner,          \
+                 (I)inner, cols, (I)width, (T)0, o, (I)positions);                           \
+            if (bias)                                                                        \
+                for (int64_t r = 0; r < m; r++)                                              \
+                    for (int64_t q = 0; q < width; q++)                                      \
+                        o[r * positions + q] += bias[gi * m + r];                            \
         }                                                                                    \
-        return failed != 0;                                                                  \
+        free(cols);                                                                          \
     }                                                                                        \
-    T *cols = malloc(sizeof(T) * inner * positions);                                         \
-    if (!cols) return 1;                                                                     \
-    for (int64_t task = 0; task < tasks; task++) {                                          \
-        int64_t n = task / groups, gi = task % groups;                                       \
-        const T *xg = x + n * xsb + gi * channels * xsc;                                     \
-        _Pragma("omp parallel for schedule(static)")                                        \
-        for (int64_t c = 0; c < channels; c++)                                               \
-            NAME##_rows(xg, xsc, g, transposed, c, c + 1, cols);                             \
-        _Pragma("omp parallel for schedule(static)")                                        \
-        for (int part = 0; part < threads; part++)                                           \
-            NAME##_product(gemm, w + gi * m * inner, cols, bias ? bias + gi * m : NULL,      \
-                           out + task * m * positions, m * part / threads,                  \
-                           m * (part + 1) / threads, inner, positions);                      \
-    }                                                                                        \
-    free(cols);                                                                              \
-    return 0;                                                                                \
+    return failed != 0;                                                                      \
 }                                                                                            \
                                                                                              \
 /* out[g] (+)= sum over n of grad[n, g] x patches(x[n, g])^T; out contiguous [groups, m,     \
-   channels * taps], grad contiguous [batch, groups * m, P]. */                              \
+   channels * taps], grad contiguous [batch, groups * m, P]; each thread sums its tasks'       \
+   products in a buffer of its own, added to out at the end. */                              \
 int NAME##_weight_grad(void *fn, const int64_t *g, const T *x, int64_t xsb, int64_t xsc,     \
                        int64_t batch, int64_t groups, int64_t channels, const T *grad,       \
-                       int64_t m, T *out, int accumulate) {                                  \
+                       int64_t m, T *out, int accumulate, int64_t lines_per_block) {         \
     NAME##_gemm gemm = (NAME##_gemm)fn;                                                      \
     int64_t positions = g[3] * g[4] * g[5], inner = channels * g[6] * g[7] * g[8];           \
-    int64_t tasks = batch * groups, size = groups * m * inner, failed = 0;                   \
-    int threads = omp_get_max_threads();                                                     \
+    int64_t lines = g[3] * g[4], blocks = (lines + lines_per_block - 1) / lines_per_block;   \
+    int64_t tasks = batch * groups * blocks, size = groups * m * inner, failed = 0;          \
     if (!accumulate) memset(out, 0, sizeof(T) * size);                                       \
-    if (tasks >= threads) {                                                                  \
-        _Pragma("omp parallel reduction(+:failed)")                                         \
-        {                                                                                    \
-            T *cols = malloc(sizeof(T) * inner * positions);                                 \
-            T *sum = calloc(size, sizeof(T));                                                \
-            failed += cols == NULL || sum == NULL;                                           \
-            _Pragma("omp for schedule(dynamic)")                                            \
-            for (int64_t task = 0; task < tasks; task++) {                                  \
-                if (!cols || !sum) continue;                                                 \
-                int64_t n = task / groups, gi = task % groups;                               \
-                NAME##_rows(x + n * xsb + gi * channels * xsc, xsc, g, 0, 0, channels, cols); \
-                gemm(101, 111, 112, (I)m, (I)inner, (I)positions, (T)1,                      \
-                     grad + task * m * positions, (I)positions, cols, (I)positions, (T)1,    \
-                     sum + gi * m * inner, (I)inner);                                        \
-            }                                                                                \
-            if (sum) {                                                                       \
-                _Pragma("omp critical")                                                     \
-                for (int64_t i = 0; i < size; i++) out[i] += sum[i];                         \
-            }                                                                                \
-            free(cols);                                                                      \
-            free(sum);                                                                       \
+    _Pragma("omp parallel reduction(+:failed)")                                             \
+    {                                                                                        \
+        T *cols = malloc(sizeof(T) * inner * lines_per_block * g[5]);                       \
+        T *sum = calloc(size, sizeof(T));                                                    \
+        failed += cols == NULL || sum == NULL;                                               \
+        _Pragma("omp for schedule(dynamic)")                                                \
+        for (int64_t task = 0; task < tasks; task++) {                                      \
+            if (!cols || !sum) continue;                                                     \
+            int64_t plane = task / blocks, block = task % blocks;                            \
+            int64_t n = plane / groups, gi = plane % groups;                                 \
+            int64_t l0 = block * lines_per_block;                                            \
+            int64_t l1 = l0 + lines_per_block < lines ? l0 + lines_per_block : lines;       \
+            int64_t width = (l1 - l0) * g[5];                                                \
+            NAME##_rows(x + n * xsb + gi * channels * xsc, xsc, g, 0, channels, l0, l1,      \
+                        cols);                                                               \
+            gemm(101, 111, 112, (I)m, (I)inner, (I)width, (T)1,                              \
+                 grad + plane * m * positions + l0 * g[5], (I)positions, cols, (I)width,     \
+                 (T)1, sum + gi * m * inner, (I)inner);                                      \
         }                                                                                    \
-        return failed != 0;                                                                  \
-    }                                                                                        \
-    T *cols = malloc(sizeof(T) * inner * positions);                                         \
-    if (!cols) return 1;                                                                     \
-    for (int64_t task = 0; task < tasks; task++) {                                          \
-        int64_t n = task / groups, gi = task % groups;                                       \
-        const T *xg = x + n * xsb + gi * channels * xsc;                                     \
-        _Pragma("omp parallel for schedule(static)")                                        \
-        for (int64_t c = 0; c < channels; c++)                                               \
-            NAME##_rows(xg, xsc, g, 0, c, c + 1, cols);                                      \
-        _Pragma("omp parallel for schedule(static)")                                        \
-        for (int part = 0; part < threads; part++) {                                         \
-            int64_t c0 = inner * part / threads, c1 = inner * (part + 1) / threads;          \
-            if (c1 > c0)                                                                     \
-                gemm(101, 111, 112, (I)m, (I)(c1 - c0), (I)positions, (T)1,                  \
-                     grad + task * m * positions, (I)positions, cols + c0 * positions,       \
-                     (I)positions, (T)1, out + gi * m * inner + c0, (I)inner);               \
+        if (sum) {                                                                           \
+            _Pragma("omp critical")                                                         \
+            for (int64_t i = 0; i < size; i++) out[i] += sum[i];                             \
         }                                                                                    \
+        free(cols);                                                                          \
+        free(sum);                                                                           \
     }                                                                                        \
-    free(cols);                                                                              \
-    return 0;                                                                                \
+    return failed != 0;                                                                      \
 }
 
 /* Max pooling of every (sample, channel) plane, with the flat spatial index of each max (the
@@ -264,8 +230,17 @@ CONV(burnish_conv_f32_i32, float, int32_t)
 CONV(burnish_conv_f64_i32, double, int32_t)
 """
 
+#: Patch-matrix elements per block (per thread): 2^18 float32 is 1 MiB, about a core's L2.
+BLOCK = 1 << 18
+
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
+
+
+def _lines_per_block(inner: int, words: np.ndarray) -> int:
+    """Output lines (positions along the last dim) per block: as many as keep a block's patch
+    rows (``inner`` of them) within ``BLOCK`` elements, at least one."""
+    return max(1, BLOCK // max(1, inner * int(words[5])))
 
 
 def geometry(in_size: tuple[int, ...], out_size: tuple[int, ...], kernel: tuple[int, ...],
@@ -302,11 +277,11 @@ class NativeConv:
                    f"{'i64' if wide else 'i32'}"
             forward = getattr(library, f"{name}_forward")
             forward.argtypes = [_P, _P, ctypes.c_int, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64,
-                                _P, _P]
+                                _P, _P, _I64]
             forward.restype = ctypes.c_int
             weight = getattr(library, f"{name}_weight_grad")
             weight.argtypes = [_P, _P, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64, _P,
-                               ctypes.c_int]
+                               ctypes.c_int, _I64]
             weight.restype = ctypes.c_int
             self.entries[dtype] = (forward, weight, address)
         self.library = library  # kept loaded while the entries may run
@@ -321,7 +296,8 @@ class NativeConv:
         failed = forward(gemm, words.ctypes.data, int(transposed), x.ctypes.data,
                          x.strides[0] // size, x.strides[1] // size, batch, groups, channels,
                          weight.ctypes.data, weight.shape[1],
-                         None if bias is None else bias.ctypes.data, out.ctypes.data)
+                         None if bias is None else bias.ctypes.data, out.ctypes.data,
+                         _lines_per_block(weight.shape[2], words))
         if failed:
             raise MemoryError("cpu backend: no memory for a convolution's patch matrix")
 
@@ -334,7 +310,8 @@ class NativeConv:
         batch, channels = x.shape[0], x.shape[1] // groups
         failed = weight(gemm, words.ctypes.data, x.ctypes.data, x.strides[0] // size,
                         x.strides[1] // size, batch, groups, channels, grad.ctypes.data,
-                        out.shape[1], out.ctypes.data, int(accumulate))
+                        out.shape[1], out.ctypes.data, int(accumulate),
+                        _lines_per_block(out.shape[2], words))
         if failed:
             raise MemoryError("cpu backend: no memory for a convolution's patch matrix")
 
