@@ -50,16 +50,17 @@ import burnish as bn  # noqa: E402
 from burnish import Tensor  # noqa: E402
 
 
-def _turns(functions: dict, repeat: int) -> dict[str, float]:
+def _turns(functions: dict, repeat: int, pause: float = 0.0) -> dict[str, float]:
     """The median time of each function over ``repeat`` runs, taking turns run by run, each
-    after a 20 ms pause: thread pools spin for work for a while after a run (onnxruntime's,
-    OpenMP's), which would slow whatever runs next on few cores."""
+    after ``pause`` seconds (onnxruntime's threads spin for work for a while after a run, which
+    slows whatever runs next on few cores)."""
     times: dict[str, list[float]] = {name: [] for name in functions}
     for fn in functions.values():
         fn()  # warm-up: compiling, caches
     for _ in range(repeat):
         for name, fn in functions.items():
-            time.sleep(0.02)
+            if pause:
+                time.sleep(pause)
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
@@ -201,7 +202,7 @@ def onnx_models(args: argparse.Namespace) -> list[str]:
         for _ in range(3):  # a call that warms up, then the recording: replays from here on
             run_captured()
         times = _turns({"burnish": run_burnish, "captured": run_captured, "ort": run_ort},
-                       args.repeat)
+                       args.repeat, pause=0.02)
         diff = max(float(np.abs(run() - run_ort()).max()) for run in (run_burnish, run_captured))
         rows.append(f"| {name} | {times['burnish'] * 1e3:.1f} | {times['captured'] * 1e3:.1f} | "
                     f"{times['ort'] * 1e3:.1f} | {times['burnish'] / times['ort']:.2f}x, "
