@@ -168,8 +168,7 @@ class CpuRuntime(Runtime):
                 or matrix.strides != contiguous_strides(matrix.shape)
                 or x.dtype.name not in self.native_conv.entries):
             return False
-        words = tuple(geometry(x.shape[2:], out.shape[2:], kernel, stride, padding, dilation,
-                               x.strides[2:]).tolist())
+        words = _words(x, out, kernel, stride, padding, dilation)
         inputs = (x, matrix) if bias is None else (x, matrix, bias)
         self.host(_conv, inputs, (out,), words, groups, transposed, self.native_conv)
         return True
@@ -180,8 +179,7 @@ class CpuRuntime(Runtime):
         """Float max pooling of 1 to 3 spatial dims in compiled C, plane by plane."""
         if not 1 <= len(kernel) <= 3 or x.dtype.name not in self.native_conv.pools:
             return False
-        words = tuple(geometry(x.shape[2:], out.shape[2:], kernel, stride, padding, dilation,
-                               x.strides[2:]).tolist())
+        words = _words(x, out, kernel, stride, padding, dilation)
         outputs = (out,) if index is None else (out, index)
         self.host(_max_pool, (x,), outputs, words, self.native_conv)
         return True
@@ -270,6 +268,14 @@ def _product_bias(a: np.ndarray, b: np.ndarray, bias: np.ndarray, out: np.ndarra
     _product(a, b, out, gemm)
     rows = out.reshape(-1, groups, *out.shape[-2:])  # out is plain: a view
     rows += bias
+
+
+def _words(x: JitTensor, out: JitTensor, kernel: tuple[int, ...], stride: tuple[int, ...],
+           padding: tuple[int, ...], dilation: tuple[int, ...]) -> tuple[int, ...]:
+    """``burnish.cpu.conv.geometry`` of a window op from ``x`` to ``out``, as a tuple (a host
+    call's arguments are part of its key)."""
+    return tuple(geometry(x.shape[2:], out.shape[2:], kernel, stride, padding, dilation,
+                          x.strides[2:]).tolist())
 
 
 def _conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> None:
