@@ -140,3 +140,11 @@ def test_closed_connection_is_a_clear_error(server):
     device.native.close()
     with pytest.raises(RemoteError, match="closed"):
         x.tolist()
+
+
+def test_without_a_server_the_backend_is_unsupported_here_and_says_how_to_name_one(monkeypatch):
+    from burnish.remote.backend import RemoteBackend
+
+    monkeypatch.delenv("BURNISH_REMOTE_URL", raising=False)
+    with pytest.raises(bn.UnsupportedError, match="BURNISH_REMOTE_URL"):
+        RemoteBackend().default_device()

@@ -11,7 +11,7 @@ from typing import Any
 from burnish.backend import Backend
 from burnish.device import Device
 from burnish.dtype import DType
-from burnish.errors import DeviceError
+from burnish.errors import DeviceError, UnsupportedError
 from burnish.remote import protocol
 from burnish.remote.client import Connection, RemoteTensor
 from burnish.remote.shapes import LIST, ONE, RULES, TUPLE
@@ -60,6 +60,14 @@ class RemoteBackend(Backend):
                     connection.enqueue(["seed", 0, [self._seed]])
         return found
 
+    def disconnect(self, url: str | None = None) -> None:
+        """Close the connection to the server at ``url`` (every server's when None): the
+        server frees this client's tensors; a later use of that device connects anew."""
+        with self._lock:
+            for key, device in list(self._devices.items()):
+                if url is None or key == url.rstrip("/"):
+                    device.native.close()
+
     def devices(self) -> list[Device]:
         if not self._devices and os.environ.get(URL_VARIABLE):
             self.default_device()
@@ -69,10 +77,12 @@ class RemoteBackend(Backend):
         url = os.environ.get(URL_VARIABLE)
         if url:
             return self.device(url)
-        if self._devices:
-            return next(iter(self._devices.values()))
-        raise DeviceError(f"the remote backend has no server: set {URL_VARIABLE} to one "
-                          "(ws://host:port) or connect with burnish.remote.connect(url)")
+        live = [d for d in self._devices.values() if not d.native.closed]
+        if live:  # (a server that stopped is no default)
+            return live[0]
+        # Unsupported, as a GPU backend without its device: nothing here to run on.
+        raise UnsupportedError(f"the remote backend has no server: set {URL_VARIABLE} to one "
+                               "(ws://host:port) or connect with burnish.remote.connect(url)")
 
     def dtypes(self, device: Device) -> tuple[DType, ...]:
         return device.native.dtypes
