@@ -148,3 +148,13 @@ def test_without_a_server_the_backend_is_unsupported_here_and_says_how_to_name_o
     monkeypatch.delenv("BURNISH_REMOTE_URL", raising=False)
     with pytest.raises(bn.UnsupportedError, match="BURNISH_REMOTE_URL"):
         RemoteBackend().default_device()
+
+
+def test_seeding_every_backend_passes_over_a_closed_connection(server):
+    from burnish.remote import connect
+
+    device = connect(server.url, token=server.token)
+    bn.backend("remote").disconnect(server.url)
+    for step in range(300):  # more than a batch: the Learner reseeds every step
+        bn.seed(step)  # every backend of the process, the remote one with its closed connection
+    assert device.native.closed

@@ -102,7 +102,8 @@ class RemoteBackend(Backend):
         are shared by its clients)."""
         self._seed = seed
         for device in list(self._devices.values()):
-            device.native.enqueue(["seed", 0, [seed]])
+            if not device.native.closed:  # a closed one is reseeded when it connects again
+                device.native.enqueue(["seed", 0, [seed]])
 
     def sync(self, device: Device) -> None:
         """Wait until the server has run every op sent to it (raising the first that failed)."""
