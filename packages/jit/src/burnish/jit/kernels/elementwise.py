@@ -3,8 +3,9 @@
 ``elementwise(op, fn, inputs, out_dtype)`` covers every unary, binary and ternary op (and the
 fused runs of ``burnish.fusion`` later): ``fn(values, scalars)`` builds the output expression
 from the inputs' loaded values. One kernel is generated per op, dtypes, rank and layout class
-(all plain and same-shaped: no index arithmetic at all; otherwise strided); shapes, strides and
-scalars travel in ``info``, so new shapes never compile anything.
+(all plain and same-shaped: no index arithmetic at all; otherwise strided, each input marked
+whether it is laid out as the output, which then reads it without index arithmetic); shapes,
+strides and scalars travel in ``info``, so new shapes never compile anything.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def strided_offset(k: KernelBuilder, index: ir.Expr, ndim: int, shape_at: int,
     rest = k.let(index, "rest")
     for d in reversed(range(ndim)):
         size = k.info(shape_at + d)
-        coord = rest % size
+        coord = rest % size if d else rest  # in bounds, the outermost coordinate is the rest
         k.assign(pos, pos + coord * k.info(ir.lift(strides_at, "i32") + d))
         if d:
             k.assign(rest, rest / size)
@@ -273,8 +274,12 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
     ndim = 0 if flat else len(dims)
     in_dtypes = tuple(x.dtype.name for x in inputs)
     scalar_types = tuple(ir.compute_type(d) for _, d in scalars)
+    # Inputs laid out as the output (contiguous over ``dims``) index as it does, without
+    # dividing out coordinates: a [N, C] by [C] product divides for the [C] side only.
+    plain = () if flat else tuple(tuple(strides) == contiguous_strides(tuple(dims))
+                                  for strides in layouts)
     plan.key = ("elementwise", op, in_dtypes, out_dtype.name, scalar_types,
-                "flat" if flat else ndim)
+                "flat" if flat else (ndim, plain))
 
     info: list[int] = [n]
     if flat:
@@ -300,10 +305,12 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
             k.return_()
         values = []
         for j, buf in enumerate(bufs):
+            at = 1 + ndim + j * (ndim + 1)
             if flat:
                 values.append(buf[i + k.info(1 + j)])
+            elif plain[j]:
+                values.append(buf[i + k.info(at)])
             else:
-                at = 1 + ndim + j * (ndim + 1)
                 pos = strided_offset(k, i, ndim, 1, at + 1, k.info(at))
                 values.append(buf[pos])
         at, scalar_values = scalar_at, []
