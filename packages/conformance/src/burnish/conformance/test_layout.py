@@ -148,7 +148,9 @@ def test_repeat_dim(device, dtype, times):
 
 CATS: list[tuple[list[tuple[int, ...]], int]] = [
     ([(2, 3), (4, 3)], 0), ([(2, 3), (2, 1), (2, 5)], 1), ([(2, 3), (2, 3)], -1),
-    ([(0, 3), (2, 3)], 0), ([(2, 2, 2)] * 5, 1), ([(4,)], 0)]
+    ([(0, 3), (2, 3)], 0), ([(2, 2, 2)] * 5, 1), ([(4,)], 0),
+    # More inputs than one launch copies (an empty one among them): several launches.
+    ([(2, 1, 3)] * 9 + [(2, 0, 3)] + [(2, 2, 3)] * 9, 1)]
 
 
 @pytest.mark.parametrize(("shapes", "dim"), CATS, ids=[f"{len(s)}x-dim{d}" for s, d in CATS])

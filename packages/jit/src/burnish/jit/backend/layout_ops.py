@@ -90,11 +90,24 @@ class JitLayoutOps(LayoutOps):
         shape = list(first.shape)
         shape[dim] = sum(x.shape[dim] for x in xs)
         out = self._new(tuple(shape), first.dtype, first.device)
-        start = 0
+        parts, start = [], 0
         for x in xs:
-            part = out.view(x.shape, out.strides, start * out.strides[dim])
-            index_kernels.copy_into(part, x)
+            if x.shape[dim]:
+                parts.append((x, start))
             start += x.shape[dim]
+        # Several inputs per launch, as many as the runtime binds buffers for; each launch
+        # writes its inputs' block of ``out``.
+        group = max(1, min(index_kernels.CAT_INPUTS, first.runtime.max_buffers - 1))
+        for i in range(0, len(parts), group):
+            chunk = parts[i:i + group]
+            low = chunk[0][1]
+            region = list(shape)
+            region[dim] = sum(x.shape[dim] for x, _ in chunk)
+            view = out.view(tuple(region), out.strides, low * out.strides[dim])
+            if len(chunk) == 1:
+                index_kernels.copy_into(view, chunk[0][0])
+            else:
+                index_kernels.cat_into(view, [(x, s - low) for x, s in chunk], dim % len(shape))
         return out
 
     def where(self, mask, x, y):

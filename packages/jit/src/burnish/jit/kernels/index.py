@@ -2,7 +2,8 @@
 accumulating scatters along a dim.
 
 Three kernels serve every layout op: ``copy_into`` (slice_assign, cat), ``gather`` (gather,
-select, embedding) and ``accumulate`` (scatter_add, select_add). Each is generated once per
+select, embedding) and ``accumulate`` (scatter_add, select_add); ``cat_into`` copies several
+inputs of a ``cat`` in one launch. Each is generated once per
 dtype and rank; shapes, strides, offsets and the dim travel in ``info``. Index tensors of any
 int dtype are read as i32; ``Tensor`` checks that their values are in range (on the GPU
 backends on the device, ``check_bounds``, reported at the next read), and ``gather`` clamps
@@ -66,6 +67,48 @@ def copy_into(dst: JitTensor, src: JitTensor) -> None:
         return k.build()
 
     runtime.launch(key, build, [dst.buffer, src.buffer], info, invocations=n)
+
+
+#: The most inputs one ``cat_into`` launch copies (each binds a buffer).
+CAT_INPUTS = 8
+
+
+def cat_into(out: JitTensor, parts: Sequence[tuple[JitTensor, int]], dim: int) -> None:
+    """Enqueue, for every ``(x, start)`` of ``parts``, ``out[..., start:start + n, ...] = x``
+    along ``dim`` (``out`` a view of any strides, the parts side by side and together all of
+    it), in one launch: one invocation per element of ``out``, which reads the part its
+    coordinate along ``dim`` falls in. A ``cat`` of several inputs costs one launch instead of
+    one per input."""
+    shape = out.shape
+    n = numel(shape)
+    if n == 0:
+        return
+    ndim, count = len(shape), len(parts)
+    info = [n, *shape, out.offset, *out.strides]
+    for x, start in parts:
+        info += [start, start + x.shape[dim], x.offset, *x.strides]
+    key = ("cat_into", out.dtype.name, ndim, count, dim)
+
+    def build() -> ir.Kernel:
+        k = KernelBuilder("cat_into", (WORKGROUP, 1, 1))
+        out_buf = k.buffer("out", out.dtype, writable=True)
+        inputs = [k.buffer(f"in{j}", out.dtype) for j in range(count)]
+        i = k.global_index()
+        with k.if_(i >= k.info(0)):
+            k.return_()
+        coords = coordinates(k, i, ndim, 1)
+        to = _position(k, coords, 1 + ndim)
+        along = coords[dim]
+        for j, buf in enumerate(inputs):
+            at = 2 + 2 * ndim + j * (3 + ndim)
+            start = k.info(at)
+            with k.if_((along >= start) & (along < k.info(at + 1))):
+                local = [c - start if d == dim else c for d, c in enumerate(coords)]
+                k.store(out_buf, to, buf[_position(k, local, at + 2)])
+        return k.build()
+
+    out.runtime.launch(key, build, [out.buffer, *[x.buffer for x, _ in parts]], info,
+                       invocations=n)
 
 
 def gather(out: JitTensor, x: JitTensor, dim: int, indices: JitTensor,
