@@ -191,3 +191,49 @@ def test_attention_and_its_gradients_match_ndarray(case, dtype, monkeypatch):
         assert np.isfinite(got).all()
         np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
     assert sorted(calls) == ["backward", "forward"], calls
+
+
+RECURRENT = [  # seq, batch, hidden, threads (None: the runtime's), reverse
+    (6, 3, 5, None, False),
+    (6, 3, 5, 2, True),     # two threads on a layer too small to be split by default
+    (4, 8, 128, None, True),
+    (3, 2, 3, 3, False),    # as many threads as hidden units
+    (0, 2, 4, None, False),
+]
+
+
+@pytest.mark.parametrize("case", RECURRENT, ids=[str(c) for c in RECURRENT])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_recurrent_layers_match_ndarray(case, dtype, monkeypatch):
+    from burnish.cpu import recurrent as cpu_recurrent
+
+    seq, batch, hidden, threads, reverse = case
+    calls: list[int] = []
+    original = cpu_recurrent.NativeRecurrent.layer
+    monkeypatch.setattr(cpu_recurrent.NativeRecurrent, "layer",
+                        lambda self, *args: calls.append(1) or original(self, *args))
+    if threads is not None:
+        monkeypatch.setattr(cpu_recurrent, "MIN_PARALLEL_MACS", 0)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((seq, batch, 4 * hidden)).astype(dtype)
+    w = (rng.standard_normal((hidden, 4 * hidden)) / np.sqrt(hidden)).astype(dtype)
+    h, c = (rng.standard_normal((batch, hidden)).astype(dtype) for _ in range(2))
+    bias = rng.standard_normal(3 * hidden).astype(dtype)
+    results = {}
+    for device in ("ndarray", "cpu"):
+        if device == "cpu" and threads is not None:
+            cpu = burnish.backend("cpu")
+            runtime = cpu.runtime(cpu.default_device())
+            monkeypatch.setattr(runtime.native_recurrent, "threads", threads)
+        lstm = burnish.functional.lstm_sequence(*(Tensor.from_data(a, device=device)
+                                                  for a in (x, w, h, c)), reverse)
+        gru = burnish.functional.gru_sequence(
+            Tensor.from_data(x[..., :3 * hidden], device=device),
+            Tensor.from_data(np.ascontiguousarray(w[:, :3 * hidden].T), device=device)
+            .transpose(), Tensor.from_data(bias, device=device),
+            Tensor.from_data(h, device=device), reverse)
+        results[device] = [t.to_numpy() for t in (*lstm, *gru)]
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for got, expected in zip(results["cpu"], results["ndarray"]):
+        np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+    assert len(calls) == 2

@@ -271,16 +271,28 @@ def test_stacked_bidirectional_packed_path_matches_per_gate_formula(ad):
     assert_same(run_both(model, packed, per_gate, Tensor.from_data(data(2, 5, 3), ad)), 2e-5)
 
 
-def test_lstm_step_is_one_cell_op_and_one_product(ad, monkeypatch):
+def test_a_layer_is_one_sequence_op_and_a_cell_op_per_step_under_autodiff(ad, monkeypatch):
     calls = []
-    for op in ("lstm_cell", "gru_cell", "sigmoid", "tanh"):
+    for op in ("lstm_sequence", "gru_sequence", "lstm_cell", "gru_cell", "sigmoid", "tanh"):
         original = getattr(F, op)
         monkeypatch.setattr(F, op, lambda *a, _op=op, _f=original: calls.append(_op) or _f(*a))
+    inner = ad.backend._inner
+    for op in ("lstm_sequence", "gru_sequence", "lstm_cell", "gru_cell", "matmul"):
+        original = getattr(inner, op)
+        monkeypatch.setattr(inner, op, lambda *a, _op=op, _f=original:
+                            calls.append("inner " + _op) or _f(*a))
     lstm, gru = nn.LstmConfig(3, 4).init(ad), nn.GruConfig(3, 4).init(ad)
     x = Tensor.from_data(data(2, 5, 3), ad)
     lstm(x)
     gru(x)
-    assert calls == ["lstm_cell"] * 5 + ["gru_cell"] * 5
+    # The parameters are tracked: the default's composition, a product and a cell per step.
+    step = ["inner matmul", "inner lstm_cell"]
+    assert calls == ["inner matmul", "lstm_sequence", *step * 5,
+                     "inner matmul", "gru_sequence", *["inner matmul", "inner gru_cell"] * 5]
+    calls.clear()
+    lstm.no_grad()(x)
+    # Nothing tracked: the inner backend's sequence op, once (ndarray runs the default).
+    assert calls == ["inner matmul", "lstm_sequence", "inner lstm_sequence", *step * 5]
 
 
 def test_an_empty_sequence_returns_no_steps_and_the_initial_state():
@@ -292,3 +304,21 @@ def test_an_empty_sequence_returns_no_steps_and_the_initial_state():
     out, hidden = gru(x, h0)
     assert out.dims() == [2, 0, 4]
     close(hidden, h0.to_numpy(), 0)
+
+
+def test_layers_under_autocast_run_step_by_step_with_low_precision_products(monkeypatch):
+    backend = bn.backend("ndarray")
+    seen = []
+    original = backend.matmul
+    monkeypatch.setattr(backend, "matmul", lambda a, b: seen.append(str(a.dtype)) or original(a, b))
+    lstm, gru = nn.LstmConfig(3, 4).init("ndarray"), nn.GruConfig(3, 4).init("ndarray")
+    x = Tensor.from_data(data(2, 5, 3))
+    with bn.autocast(bn.bfloat16):
+        out, state = lstm(x)
+        gru_out, _ = gru(x)
+    # The input projection and every step's product in bfloat16; cells in float32.
+    assert seen == ["bfloat16"] * 6 * 2
+    assert out.dtype == bn.float32 and state.cell.dtype == bn.float32
+    assert gru_out.dtype == bn.float32
+    plain, _ = lstm(x)
+    np.testing.assert_allclose(out.to_numpy(), plain.to_numpy(), atol=0.05)

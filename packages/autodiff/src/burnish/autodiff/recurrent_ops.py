@@ -53,6 +53,24 @@ class AutodiffRecurrentOps(RecurrentOps):
             return tuple(P(x) for x in results)  # type: ignore[return-value]  # three
         return RecurrentOps.gru_cell_backward(self, *operands, dtype)
 
+    def lstm_sequence(self, input_gates: P, hidden_weight: P, hidden: P, cell: P,
+                      reverse: bool, dtype: DType) -> tuple[P, P, P]:
+        operands = (input_gates, hidden_weight, hidden, cell)
+        if all(x.node is None for x in operands):  # nothing to differentiate: one inner op
+            results = self._inner.lstm_sequence(*[x.inner for x in operands], reverse, dtype)
+            return tuple(P(x) for x in results)  # type: ignore[return-value]  # three
+        # Tracked: a cell node per step (the default's composition).
+        return RecurrentOps.lstm_sequence(self, *operands, reverse, dtype)
+
+    def gru_sequence(self, input_gates: P, hidden_weight: P, hidden_bias: P | None, hidden: P,
+                     reverse: bool, dtype: DType) -> tuple[P, P]:
+        operands = (input_gates, hidden_weight, hidden_bias, hidden)
+        if all(x is None or x.node is None for x in operands):
+            outputs, last = self._inner.gru_sequence(
+                *[None if x is None else x.inner for x in operands], reverse, dtype)
+            return P(outputs), P(last)
+        return RecurrentOps.gru_sequence(self, *operands, reverse, dtype)
+
 
 # -- backward rules: rule(inner, dtype, grad, *saved) -> a gradient per input ---------------------
 

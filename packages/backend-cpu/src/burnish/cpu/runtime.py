@@ -20,6 +20,7 @@ from burnish.cpu.attention import NativeAttention, takes
 from burnish.cpu.blas import Gemm
 from burnish.cpu.compiler import Compiler
 from burnish.cpu.conv import NativeConv, geometry
+from burnish.cpu.recurrent import NativeRecurrent, weight_layout
 from burnish.jit import ir
 from burnish.jit.codegen.cpu import CpuGenerator
 from burnish.jit.runtime import Runtime
@@ -67,6 +68,7 @@ class CpuRuntime(Runtime):
         self._gemm: Gemm | None = None
         self._conv: NativeConv | None = None
         self._attention: NativeAttention | None = None
+        self._recurrent: NativeRecurrent | None = None
         self.library_products = os.environ.get("BURNISH_CPU_BLAS", "1").lower() not in (
             "0", "false", "off", "no")
 
@@ -226,6 +228,34 @@ class CpuRuntime(Runtime):
         return grads
 
     @property
+    def native_recurrent(self) -> NativeRecurrent:
+        """Recurrent layers in compiled C over BLAS (made at the first use)."""
+        if self._recurrent is None:
+            self._recurrent = NativeRecurrent(self.compiler, self.gemm, self.threads)
+        return self._recurrent
+
+    def library_recurrent(self, input_gates: JitTensor, hidden_weight: JitTensor,
+                          hidden_bias: JitTensor | None, hidden: JitTensor,
+                          cell: JitTensor | None, reverse: bool
+                          ) -> tuple[JitTensor, ...] | None:
+        """float32/float64 LSTM and GRU layers through ``burnish.cpu.recurrent``: every step
+        in one call, each thread a block of hidden units."""
+        if (not self.blas(hidden.dtype) or hidden.dtype.name not in self.native_recurrent.entries
+                or weight_layout(hidden_weight.shape, hidden_weight.strides) is None):
+            return None
+        seq, batch, _ = input_gates.shape
+        outputs = self._new((seq, *hidden.shape), hidden)
+        states: tuple[JitTensor, ...] = (self._new(tuple(hidden.shape), hidden),)
+        inputs: tuple[JitTensor, ...] = (input_gates, hidden_weight, hidden)
+        if cell is not None:
+            inputs, states = (*inputs, cell), (*states, self._new(tuple(hidden.shape), hidden))
+        elif hidden_bias is not None:
+            inputs = (*inputs, hidden_bias)
+        self.host(_recurrent, inputs, (outputs, *states), cell is not None,
+                  hidden_bias is not None, reverse, self.native_recurrent)
+        return (outputs, *states)
+
+    @property
     def gemm(self) -> Gemm:
         """Products on NumPy's BLAS from this runtime's threads (made at the first use)."""
         if self._gemm is None:
@@ -304,3 +334,15 @@ def _attention_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, grad: np.nd
     *tensors, causal, scale, native = rest
     mask, (dq, dk, dv) = (tensors[0], tensors[1:]) if len(tensors) == 4 else (None, tensors)
     native.backward(q, k, v, mask, grad, dq, dk, dv, causal, scale)
+
+
+def _recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: Any) -> None:
+    """``NativeRecurrent.layer`` with what ``CpuRuntime.library_recurrent`` recorded."""
+    *arrays, lstm, biased, reverse, native = rest
+    if lstm:
+        c0, out, last_h, last_c = arrays
+        native.layer(x, weight, None, h0, c0, out, last_h, last_c, reverse)
+    else:
+        bias = arrays.pop(0) if biased else None
+        out, last_h = arrays
+        native.layer(x, weight, bias, h0, None, out, last_h, None, reverse)

@@ -77,6 +77,57 @@ class RecurrentOps(ABC):  # noqa: B024 (only defaults, by design)
                 self.cat([grad_r, grad_z, self.mul(grad_n, r)], 1), self.mul(grad, z))
 
 
+    def lstm_sequence(self, input_gates: Primitive, hidden_weight: Primitive,
+                      hidden: Primitive, cell: Primitive, reverse: bool, dtype: DType
+                      ) -> tuple[Primitive, Primitive, Primitive]:
+        """A whole LSTM layer over a sequence: ``input_gates`` ``[seq, batch, 4 * d_hidden]``
+        (the input's part of every step, biases included), ``hidden_weight`` ``[d_hidden, 4 *
+        d_hidden]`` (each step's hidden part is ``h @ hidden_weight``), the initial ``hidden``
+        and ``cell`` ``[batch, d_hidden]``; ``reverse`` runs from the last step to the first.
+        Returns every step's hidden state ``[seq, batch, d_hidden]`` (in input order) and the
+        final ``(hidden, cell)``. The default is a ``matmul`` and an ``lstm_cell`` per step."""
+        outputs: list[Primitive] = [None] * input_gates.shape[0]
+        for t, gates in _steps(self, input_gates, reverse):
+            hidden, cell = self.lstm_cell(gates, self.matmul(hidden, hidden_weight), cell, dtype)
+            outputs[t] = hidden
+        return _stacked(self, outputs, hidden), hidden, cell
+
+    def gru_sequence(self, input_gates: Primitive, hidden_weight: Primitive,
+                     hidden_bias: Primitive | None, hidden: Primitive, reverse: bool,
+                     dtype: DType) -> tuple[Primitive, Primitive]:
+        """A whole GRU layer over a sequence: ``input_gates`` ``[seq, batch, 3 * d_hidden]``,
+        each step's hidden part ``h @ hidden_weight + hidden_bias`` (``hidden_bias``
+        ``[3 * d_hidden]`` or None), the initial ``hidden`` ``[batch, d_hidden]``. Returns
+        every step's hidden state ``[seq, batch, d_hidden]`` (in input order) and the final one.
+        The default is a ``matmul`` (and an ``add``) and a ``gru_cell`` per step."""
+        outputs: list[Primitive] = [None] * input_gates.shape[0]
+        for t, gates in _steps(self, input_gates, reverse):
+            hidden_gates = self.matmul(hidden, hidden_weight)
+            if hidden_bias is not None:
+                hidden_gates = self.add(hidden_gates, hidden_bias)
+            hidden = self.gru_cell(gates, hidden_gates, hidden, dtype)
+            outputs[t] = hidden
+        return _stacked(self, outputs, hidden), hidden
+
+
+def _steps(b: RecurrentOps, input_gates: Primitive, reverse: bool):
+    """``(t, input_gates[t])`` in the order a layer runs them: one ``split`` for all steps
+    (under autodiff, one ``cat`` of their gradients)."""
+    seq, batch, width = input_gates.shape
+    steps = [b.reshape(x, (batch, width)) for x in b.split(input_gates, [1] * seq, 0)] \
+        if seq else []
+    order = range(seq - 1, -1, -1) if reverse else range(seq)
+    return [(t, steps[t]) for t in order]
+
+
+def _stacked(b: RecurrentOps, outputs: list[Primitive], state: Primitive) -> Primitive:
+    """The steps' ``[batch, d]`` states as ``[seq, batch, d]``."""
+    if not outputs:
+        return b.reshape(b.slice(state, [(0, 0, 1), (0, state.shape[1], 1)]),
+                         (0, *state.shape))
+    return b.cat([b.reshape(x, (1, *x.shape)) for x in outputs], 0)
+
+
 def _split(b: RecurrentOps, gates: Primitive, count: int) -> list[Primitive]:
     """``[batch, count * d]`` as ``count`` slices ``[batch, d]``."""
     batch, width = gates.shape

@@ -152,6 +152,15 @@ class Runtime(ABC):
         q and k); None leaves it to ``burnish.jit``."""
         return None
 
+    def library_recurrent(self, input_gates: Any, hidden_weight: Any, hidden_bias: Any,
+                          hidden: Any, cell: Any, reverse: bool) -> tuple[Any, ...] | None:
+        """Let a library run a whole recurrent layer: ``RecurrentOps.lstm_sequence`` where
+        ``cell`` is given (``hidden_bias`` is then None), else ``gru_sequence`` (their
+        arguments, ``JitTensor`` operands; the results as new plain tensors). None, with
+        nothing enqueued, leaves it to the protocol's default: a product and a cell kernel per
+        step. Runtimes without such a library keep this default."""
+        return None
+
     #: Whether ``library_matmul`` takes a bias (else biased products stay in burnish.jit's
     #: kernel, which adds it in the product's epilogue).
     library_bias: bool = False

@@ -48,12 +48,11 @@ def _packed(gates: tuple[GateController, ...], part: str) -> tuple[Tensor, Tenso
 
 
 def _projection(x: Tensor, gates: tuple[GateController, ...],
-                extra_bias: Tensor | None = None) -> list[Tensor]:
-    """Every step's input part of every gate, ``[batch, gates * d_hidden]`` per step, by one
+                extra_bias: Tensor | None = None) -> Tensor:
+    """Every step's input part of every gate, ``[seq, batch, gates * d_hidden]``, by one
     product (and one bias, with ``extra_bias`` added to it) for the whole sequence: the steps
     time-major as the rows of one matrix (a plain product, whose weight gradient is one product
-    too), so that each step is a block of rows, cut by one ``split`` (under autodiff, one
-    ``cat`` of the steps' gradients)."""
+    too)."""
     batch, seq, d_input = x.dims()
     weight, bias = _packed(gates, "input_transform")
     if extra_bias is not None:
@@ -62,17 +61,13 @@ def _projection(x: Tensor, gates: tuple[GateController, ...],
     projected = x.swap_dims(0, 1).reshape([seq * batch, d_input]).matmul(weight)
     if bias is not None:
         projected = projected + bias
-    return projected.split([batch] * seq, 0) if seq else []
+    return projected.reshape([seq, batch, weight.shape[1]])
 
 
-def _batch_first(outputs: list[Tensor], state: Tensor) -> Tensor:
-    """The steps' hidden states ``[batch, d_hidden]`` as ``[batch, seq, d_hidden]``: stacked
-    time-major and viewed batch-first, so that a stacked layer's ``swap_dims`` gets the
-    time-major block back without a copy, and each step's gradient is a contiguous block.
-    No steps (an empty sequence): ``[batch, 0, d_hidden]`` like ``state``."""
-    if not outputs:
-        return Tensor.zeros([state.shape[0], 0, state.shape[1]], state.device, state.dtype)
-    return stack(outputs, 0).swap_dims(0, 1)
+def _batch_first(outputs: Tensor) -> Tensor:
+    """The steps' hidden states ``[seq, batch, d_hidden]`` viewed batch-first, so that a stacked
+    layer's ``swap_dims`` gets the time-major block back without a copy."""
+    return outputs.swap_dims(0, 1)
 
 
 def _check_input(x: Tensor, d_input: int, op: str) -> None:
@@ -120,8 +115,9 @@ class Lstm(Module):
     ``reverse`` runs from the last step to the first (outputs stay in input order).
 
     The gates are packed at each forward: the input part of all four for every step is one
-    product before the time loop, and each step is one product with the packed recurrent
-    weights and one ``functional.lstm_cell`` (one kernel on the GPU backends).
+    product before the time loop, and the loop is ``functional.lstm_sequence``: each step one
+    product with the packed recurrent weights and one ``functional.lstm_cell`` (one kernel on
+    the GPU backends), or the whole loop in compiled code (the ``cpu`` backend).
     """
 
     input_gate: GateController
@@ -133,7 +129,7 @@ class Lstm(Module):
     def forward(self, x: Tensor, state: LstmState | None = None,
                 reverse: bool = False) -> tuple[Tensor, LstmState]:
         _check_input(x, self.input_gate.input_transform.weight.shape[0], "lstm")
-        batch, seq, _ = x.dims()
+        batch = x.shape[0]
         shape = [batch, self.d_hidden]
         if state is None:
             cell = hidden = Tensor.zeros(shape, x.device, x.dtype)
@@ -145,12 +141,9 @@ class Lstm(Module):
         # The input's part of every gate for all steps at once, the hidden part's biases folded
         # in (the cell only ever reads their sum); per step, one product and one cell op.
         hidden_weight, hidden_bias = _packed(gates, "hidden_transform")
-        steps = _projection(x, gates, hidden_bias)
-        outputs: list[Tensor] = [None] * seq  # type: ignore[list-item]
-        for t in (reversed(range(seq)) if reverse else range(seq)):
-            hidden, cell = F.lstm_cell(steps[t], hidden.matmul(hidden_weight), cell)
-            outputs[t] = hidden
-        return _batch_first(outputs, hidden), LstmState(cell, hidden)
+        outputs, hidden, cell = F.lstm_sequence(_projection(x, gates, hidden_bias),
+                                                hidden_weight, hidden, cell, reverse)
+        return _batch_first(outputs), LstmState(cell, hidden)
 
 
 class BiLstmConfig(Config):
@@ -212,7 +205,8 @@ class Gru(Module):
     final hidden state ``[batch, d_hidden]``; the state starts at zeros unless given.
 
     As ``Lstm``, the gates are packed at each forward: one product for the input part of every
-    step, then per step one product (and its bias) and one ``functional.gru_cell``.
+    step, then ``functional.gru_sequence``: per step one product (and its bias) and one
+    ``functional.gru_cell``.
     """
 
     reset_gate: GateController
@@ -222,7 +216,7 @@ class Gru(Module):
 
     def forward(self, x: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor]:
         _check_input(x, self.reset_gate.input_transform.weight.shape[0], "gru")
-        batch, seq, _ = x.dims()
+        batch = x.shape[0]
         if state is None:
             hidden = Tensor.zeros([batch, self.d_hidden], x.device, x.dtype)
         else:
@@ -232,12 +226,6 @@ class Gru(Module):
         # The input's part of every gate for all steps at once; per step, one product (the
         # hidden part's biases stay there: ``r`` multiplies the new gate's) and one cell op.
         hidden_weight, hidden_bias = _packed(gates, "hidden_transform")
-        steps = _projection(x, gates)
-        outputs = []
-        for t in range(seq):
-            hidden_gates = hidden.matmul(hidden_weight)
-            if hidden_bias is not None:
-                hidden_gates = hidden_gates + hidden_bias
-            hidden = F.gru_cell(steps[t], hidden_gates, hidden)
-            outputs.append(hidden)
-        return _batch_first(outputs, hidden), hidden
+        outputs, hidden = F.gru_sequence(_projection(x, gates), hidden_weight, hidden_bias,
+                                         hidden)
+        return _batch_first(outputs), hidden

@@ -79,11 +79,23 @@ def recurrent(kind: str, x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = Non
     if sequence_lens is not None:
         lengths = sequence_lens.cast(bn.int64).reshape([batch, 1])
     ys, hs, cs = [], [], []
+    # A GRU as PyTorch's (the reset gate applied after the product, default activations, no
+    # clip, whole sequences) is one op per direction: ``functional.gru_sequence``.
+    layer = (kind == "GRU" and linear_before_reset and clip is None and lengths is None
+             and [n.lower() for n in (activations or [])] in ([], ["sigmoid", "tanh"] *
+                                                               directions)
+             and not activation_alpha and not activation_beta)
     for d in range(directions):
         backwards = direction == "reverse" or d == 1
         wd, rd = w[d], r[d]
         bd = b[d] if b is not None else Tensor.zeros([2 * gates * hidden], x.device, x.dtype)
         wb, rb = bd.narrow(0, 0, gates * hidden), bd.narrow(0, gates * hidden, gates * hidden)
+        if layer:
+            y, h = _gru_layer(x, wd, rd, wb, rb, initial_h[d] if initial_h is not None else
+                              Tensor.zeros([batch, hidden], x.device, x.dtype), backwards)
+            ys.append(y)
+            hs.append(h)
+            continue
         h = initial_h[d] if initial_h is not None else Tensor.zeros([batch, hidden], x.device,
                                                                      x.dtype)
         c = initial_c[d] if initial_c is not None else Tensor.zeros([batch, hidden], x.device,
@@ -134,11 +146,28 @@ def recurrent(kind: str, x: Tensor, w: Tensor, r: Tensor, b: Tensor | None = Non
         hs.append(h)
         cs.append(c)
     y = bn.stack(ys, 1)  # [seq, dirs, batch, hidden]
-    y_h, y_c = bn.stack(hs, 0), bn.stack(cs, 0)
+    y_h = bn.stack(hs, 0)
     if layout:
         y = y.permute([2, 0, 1, 3])
-        y_h, y_c = y_h.swap_dims(0, 1), y_c.swap_dims(0, 1)
-    return (y, y_h, y_c) if kind == "LSTM" else (y, y_h)
+        y_h = y_h.swap_dims(0, 1)
+    if kind != "LSTM":
+        return y, y_h
+    y_c = bn.stack(cs, 0)
+    return y, y_h, (y_c.swap_dims(0, 1) if layout else y_c)
+
+
+def _gru_layer(x: Tensor, w: Tensor, r: Tensor, wb: Tensor, rb: Tensor, h: Tensor,
+               backwards: bool) -> tuple[Tensor, Tensor]:
+    """One direction of a GRU whose cell is ``functional.gru_cell``'s: ONNX's gates (z, r, h)
+    reordered as the op's (r, z, n), the input's part of every step as one product."""
+    hidden = h.shape[1]
+
+    def reorder(t: Tensor) -> Tensor:
+        z, reset, n = (t.narrow(0, k * hidden, hidden) for k in range(3))
+        return bn.cat([reset, z, n], 0)
+
+    projected = x.matmul(reorder(w).transpose()) + reorder(wb)  # [seq, batch, 3 * hidden]
+    return F.gru_sequence(projected, reorder(r).transpose(), reorder(rb), h, backwards)
 
 
 def _clip(x: Tensor, clip: float | None) -> Tensor:
