@@ -270,9 +270,31 @@ def _kernel(kernel: ir.Kernel, source: str, where: str) -> dict:
     if re.search(r"\b(f16|i64|f64)\b", source):
         raise ExportError(f"cannot export: kernel {kernel.name} (launched at {where}) computes "
                           "in float16, int64 or float64, which WebGPU in browsers lacks")
-    return {"name": kernel.name, "wgsl": source, "workgroup": list(kernel.workgroup),
+    return {"name": kernel.name, "wgsl": browser_wgsl(source), "workgroup": list(kernel.workgroup),
             "bindings": [{"dtype": b.dtype, "writable": b.writable,
                           "array": ARRAYS[b.dtype]} for b in kernel.buffers]}
+
+
+#: ``bitcast<f32>(WORD)`` of a constant word.
+_BITCAST = re.compile(r"bitcast<f32>\((0x[0-9a-fA-F]+|\d+)u\)")
+
+
+def browser_wgsl(source: str) -> str:
+    """``source`` as browsers accept it. WGSL evaluates constant expressions when it compiles
+    and rejects one whose value is infinite or NaN; naga lets ``bitcast<f32>(0x7f800000u)``
+    pass, Chromium's Tint does not. Such bit patterns go through a function, which WGSL never
+    evaluates as a constant."""
+
+    def runtime(match: re.Match) -> str:
+        word = int(match.group(1), 0)
+        if (word & 0x7F800000) != 0x7F800000:
+            return match.group(0)
+        return f"bitcast<f32>(burnish_word({match.group(1)}u))"
+
+    changed = _BITCAST.sub(runtime, source)
+    if changed == source:
+        return source
+    return "fn burnish_word(x: u32) -> u32 { return x; }\n" + changed
 
 
 def _javascript(kernel: ir.Kernel, source: str, wgsl: WgslGenerator, where: str) -> str | None:

@@ -1,0 +1,74 @@
+"""The models the browser checks export: a ResNet-18 (BasicBlocks [2, 2, 2, 2]; narrow, so
+that the checks stay quick) and a small transformer encoder."""
+
+from __future__ import annotations
+
+from burnish import Tensor, nn
+
+
+class Downsample(nn.Module):
+    conv: nn.Conv2d
+    bn: nn.BatchNorm
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.bn(self.conv(x))
+
+
+class BasicBlock(nn.Module):
+    conv1: nn.Conv2d
+    bn1: nn.BatchNorm
+    conv2: nn.Conv2d
+    bn2: nn.BatchNorm
+    downsample: Downsample | None
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = nn.Relu()(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        identity = x if self.downsample is None else self.downsample(x)
+        return nn.Relu()(out + identity)
+
+
+class ResNet(nn.Module):
+    conv1: nn.Conv2d
+    bn1: nn.BatchNorm
+    stem_pool: nn.MaxPool2d
+    layers: list
+    pool: nn.AdaptiveAvgPool2d
+    fc: nn.Linear
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.stem_pool(nn.Relu()(self.bn1(self.conv1(x))))
+        for block in self.layers:
+            x = block(x)
+        x = self.pool(x)
+        return self.fc(x.reshape([x.shape[0], -1]))
+
+
+def resnet18(device, width: int = 8, classes: int = 10) -> ResNet:
+    """ResNet-18 (He et al.) with ``width`` channels in its first stage (64 in the paper)."""
+
+    def conv(cin: int, cout: int, kernel: int, stride: int, padding: int) -> nn.Conv2d:
+        return nn.Conv2dConfig(cin, cout, kernel, stride=stride, padding=padding,
+                               bias=False).init(device)
+
+    def norm(channels: int) -> nn.BatchNorm:
+        return nn.BatchNormConfig(channels).init(device)
+
+    layers, cin = [], width
+    for stage, blocks in enumerate([2, 2, 2, 2]):
+        cout = width * 2 ** stage
+        for i in range(blocks):
+            stride = 2 if stage > 0 and i == 0 else 1
+            down = (Downsample(conv(cin, cout, 1, stride, 0), norm(cout))
+                    if stride != 1 or cin != cout else None)
+            layers.append(BasicBlock(conv(cin, cout, 3, stride, 1), norm(cout),
+                                     conv(cout, cout, 3, 1, 1), norm(cout), down))
+            cin = cout
+    return ResNet(conv(3, width, 7, 2, 3), norm(width), nn.MaxPool2d(3, stride=2, padding=1),
+                  layers, nn.AdaptiveAvgPool2d([1, 1]), nn.LinearConfig(cin, classes).init(device))
+
+
+def encoder(device, d_model: int = 32, layers: int = 2) -> nn.TransformerEncoder:
+    """A transformer encoder: ``layers`` post-norm layers of 4 heads, GELU feed-forward."""
+    return nn.TransformerEncoderConfig(d_model=d_model, d_ff=2 * d_model, n_heads=4,
+                                       n_layers=layers).init(device)
