@@ -57,6 +57,7 @@ class Chromium:
             raise BrowserError("chromium not installed (Debian: apt install chromium; or set "
                                "BURNISH_CHROMIUM)")
         self.timeout = timeout
+        self._stack = contextlib.ExitStack()
         self._profile = tempfile.mkdtemp(prefix="burnish-chromium-")
         flags = [*QUIET, *(SOFTWARE_WEBGPU if webgpu else NO_WEBGPU),
                  f"--user-data-dir={self._profile}", "--remote-debugging-port=0",
@@ -70,8 +71,8 @@ class Chromium:
             targets = json.loads(urllib.request.urlopen(
                 f"http://127.0.0.1:{port}/json/list", timeout=timeout).read())
             page = next(t for t in targets if t.get("type") == "page")
-            self._socket = connect(page["webSocketDebuggerUrl"], max_size=None,
-                                   open_timeout=timeout)
+            self._socket = self._stack.enter_context(connect(
+                page["webSocketDebuggerUrl"], max_size=None, open_timeout=timeout))
         except BaseException:
             self.close()
             raise
@@ -151,9 +152,7 @@ class Chromium:
         return target
 
     def close(self) -> None:
-        socket = getattr(self, "_socket", None)
-        if socket is not None:
-            socket.close()
+        self._stack.close()
         if self._process.poll() is None:
             self._process.terminate()
             try:

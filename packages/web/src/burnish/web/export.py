@@ -265,7 +265,7 @@ def _kernel(kernel: ir.Kernel, source: str, where: str) -> dict:
     for b in kernel.buffers:
         if b.dtype not in SUPPORTED:
             raise ExportError(f"cannot export: kernel {kernel.name} (launched at {where}) "
-                              f"binds a {b.dtype} buffer, which WebGPU in browsers lacks "
+                              f"binds a buffer of {b.dtype}, which WebGPU in browsers lacks "
                               f"(supported: {', '.join(sorted(SUPPORTED))})")
     if re.search(r"\b(f16|i64|f64)\b", source):
         raise ExportError(f"cannot export: kernel {kernel.name} (launched at {where}) computes "
