@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import safetensors.numpy
 
 import burnish as bn
 from burnish import Tensor
@@ -32,6 +33,7 @@ from burnish.errors import CaptureError
 from burnish.jit import ir
 from burnish.jit.codegen.js import ARRAYS, HELPERS, JsGenerator
 from burnish.jit.codegen.wgsl import WgslGenerator
+from burnish.record.atomic import atomic_write
 
 #: ``model.json``'s ``format`` and ``version``: what ``burnish.js`` checks before it runs one.
 FORMAT = "burnish-web"
@@ -236,10 +238,9 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
         buffers.append(entry)
 
     out.mkdir(parents=True, exist_ok=True)
-    from safetensors.numpy import save_file
-
-    save_file({**constants, **writes}, str(out / "weights.safetensors"),
-              metadata={"format": FORMAT})
+    # Written as burnish's records are (atomically, readable by the web server's user).
+    atomic_write(out / "weights.safetensors",
+                 safetensors.numpy.save({**constants, **writes}, metadata={"format": FORMAT}))
     spec = {"format": FORMAT, "version": VERSION, "weights": "weights.safetensors",
             "cpu": "kernels.js", "kernels": kernels, "buffers": buffers, "commands": commands,
             "inputs": specs_in, "outputs": specs_out}
