@@ -49,7 +49,7 @@ def page(tmp_path_factory):
     record = CnnConfig().init(bn.backend("ndarray").default_device()).save(
         root / "run" / "model.safetensors")
     site = root / "site"
-    shutil.copytree(FOLDER / "site", site, ignore=shutil.ignore_patterns("model"))
+    shutil.copytree(FOLDER / "page", site, ignore=shutil.ignore_patterns("model"))
     import subprocess
 
     done = subprocess.run([sys.executable, str(FOLDER / "mnist-web.py"), "--run-dir",

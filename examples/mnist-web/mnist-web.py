@@ -39,7 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/mnist"),
                         help="examples/mnist's run folder, which holds model.safetensors")
-    parser.add_argument("--out", type=Path, default=HERE / "site" / "model",
+    parser.add_argument("--out", type=Path, default=HERE / "page" / "model",
                         help="where the export goes (the page loads ./model/)")
     parser.add_argument("--serve", type=int, metavar="PORT", default=None,
                         help="then serve the page at http://127.0.0.1:PORT/ until Ctrl-C")
