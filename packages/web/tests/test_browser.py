@@ -6,14 +6,17 @@ ResNet-18 (narrow: 8 to 64 channels, 32x32 images) and a 2-layer transformer enc
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from models import encoder, resnet18
-from test_export import mnist_cnn
 
 from burnish.web import export
 from burnish.web.browser import Chromium, serve
+
+sys.path.insert(0, str(Path(__file__).parent))  # the helper beside (pytest's importlib mode)
+from web_models import encoder, mnist_cnn, resnet18  # noqa: E402
 
 MODELS = {"mnist": (mnist_cnn, [(2, 1, 28, 28)]),
           "resnet18": (resnet18, [(1, 3, 32, 32)]),

@@ -19,16 +19,8 @@ from burnish.web import ExportError, export
 from burnish.web.__main__ import main
 from burnish.web.export import browser_wgsl
 
-MNIST = Path(__file__).resolve().parents[3] / "examples" / "mnist"
-
-
-def mnist_cnn(device):
-    sys.path.insert(0, str(MNIST))
-    try:
-        from model import CnnConfig
-    finally:
-        sys.path.remove(str(MNIST))
-    return CnnConfig().init(device)
+sys.path.insert(0, str(Path(__file__).parent))  # the helper beside (pytest's importlib mode)
+from web_models import MNIST, mnist_cnn  # noqa: E402
 
 
 def test_the_folder_holds_kernels_launches_weights_and_the_runtime(device, tmp_path):

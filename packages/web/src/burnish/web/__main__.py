@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     command.add_argument("--input", type=shape, action="append", required=True,
                          help="an input's shape (1,1,28,28); once per input")
     command.add_argument("--out", type=Path, required=True, help="the folder to write")
-    command.add_argument("--device", default="wgpu", help="the wgpu device to record on: wgpu (the default adapter) or wgpu:N")
+    command.add_argument("--device", default="wgpu",
+                         help="the wgpu device to record on: wgpu (the default adapter) or "
+                              "wgpu:N")
     args = parser.parse_args(argv)
     try:
         if not args.record.is_file():

@@ -64,8 +64,11 @@ class Chromium:
                  f"--window-size={size[0]},{size[1]}"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             flags.append("--no-sandbox")  # Chromium refuses to run its sandbox as root
-        self._process = subprocess.Popen([executable, *flags, "about:blank"],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Its log goes to a file: a pipe nobody reads would fill and stall it.
+        self._log = Path(self._profile) / "chromium.log"
+        with self._log.open("wb") as log:
+            self._process = subprocess.Popen([executable, *flags, "about:blank"],
+                                             stdout=subprocess.DEVNULL, stderr=log)
         try:
             port = self._port()
             targets = json.loads(urllib.request.urlopen(
@@ -86,7 +89,7 @@ class Chromium:
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                error = self._process.stderr.read().decode(errors="replace")[-2000:]
+                error = self._log.read_text(errors="replace")[-2000:]
                 raise BrowserError(f"chromium exited with status {self._process.returncode}: "
                                    f"{error}")
             if marker.exists():
@@ -160,7 +163,6 @@ class Chromium:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
-        self._process.stderr.close()
         shutil.rmtree(self._profile, ignore_errors=True)
 
     def __enter__(self) -> Chromium:

@@ -104,8 +104,9 @@ def export(model: Callable[..., Any], inputs: Sequence[Any], out: str | Path, *,
         raise ExportError(f"cannot export: {problem}")
     for command, where in zip(recorder.commands, recorder.locations):
         if command[0] == "call":
-            raise ExportError(f"cannot export: a library call ({getattr(command[1], '__name__', command[1])}) "
-                              f"at {where} has no WGSL kernel")
+            name = getattr(command[1], "__name__", command[1])
+            raise ExportError(f"cannot export: a library call ({name}) at {where} has no WGSL "
+                              f"kernel")
     try:
         record = capturer.record(recorder, leaves, [r.primitive for r in results])
     except CaptureError as error:
@@ -227,14 +228,11 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
                                   f"place (a buffer of {handle.size} bytes, "
                                   f"{names.get(id(handle), ('a tensor', None))[0]}); export "
                                   "the module in inference mode")
-            name, param = names.get(id(handle), (None, None))
-            if param is not None:
-                constants[name] = param
-                entry["init"] = name
-            else:
-                name = f"constants.buffer{n}"
-                constants[name] = np.frombuffer(data, np.uint8)
-                entry["init"] = name
+            name, values = names.get(id(handle), (f"constants.buffer{n}", None))
+            if values is None:  # not a whole parameter: the buffer's bytes
+                name, values = f"constants.buffer{n}", np.frombuffer(data, np.uint8)
+            constants[name] = values
+            entry["init"] = name
         buffers.append(entry)
 
     out.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,24 @@
-"""The models the browser checks export: a ResNet-18 (BasicBlocks [2, 2, 2, 2]; narrow, so
-that the checks stay quick) and a small transformer encoder."""
+"""The models the tests export: examples/mnist's CNN, a ResNet-18 (BasicBlocks [2, 2, 2, 2];
+narrow, so that the browser checks stay quick) and a small transformer encoder."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from burnish import Tensor, nn
+
+MNIST = Path(__file__).resolve().parents[3] / "examples" / "mnist"
+
+
+def mnist_cnn(device) -> nn.Module:
+    """examples/mnist's CNN, freshly initialised."""
+    sys.path.insert(0, str(MNIST))
+    try:
+        from model import CnnConfig
+    finally:
+        sys.path.remove(str(MNIST))
+    return CnnConfig().init(device)
 
 
 class Downsample(nn.Module):
