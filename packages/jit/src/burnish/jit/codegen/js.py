@@ -21,6 +21,7 @@ import numpy as np
 
 from burnish.jit import ir
 from burnish.jit.codegen.base import Generator, float_literal
+from burnish.jit.codegen.cpu import has_barrier
 
 #: The typed array each storage dtype lives in (the WGSL layout, ``wgsl.py``).
 ARRAYS = {"float32": "Float32Array", "bfloat16": "Float32Array", "int32": "Int32Array",
@@ -229,10 +230,10 @@ class JsGenerator(Generator):
     def render_kernel(self, kernel: ir.Kernel, body: list[str]) -> str:
         for b in kernel.buffers:
             self.storage_numpy(b.dtype)
-        barriers = _has_barrier(kernel.body)
+        barriers = has_barrier(kernel.body)
         x, y, z = kernel.workgroup
         names = ", ".join(f"b_{b.name}" for b in kernel.buffers)
-        lines = [f"(buffers, info, gx, gy, gz) => {{",
+        lines = ["(buffers, info, gx, gy, gz) => {",
                  f"  const [{names}] = buffers;"]
         if kernel.shared:
             lines.append("  " + " ".join(f"let s_{s.name};" for s in kernel.shared))
@@ -264,13 +265,3 @@ class JsGenerator(Generator):
         lines.append("}")
         return "\n".join(lines) + "\n"
 
-
-def _has_barrier(stmts: list) -> bool:
-    for s in stmts:
-        if isinstance(s, ir.Barrier):
-            return True
-        if isinstance(s, ir.If) and (_has_barrier(s.then) or _has_barrier(s.orelse)):
-            return True
-        if isinstance(s, (ir.For, ir.While)) and _has_barrier(s.body):
-            return True
-    return False
