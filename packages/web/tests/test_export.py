@@ -92,8 +92,9 @@ def test_bad_inputs_are_refused(device, tmp_path):
         export(lambda: None, [], tmp_path)
     with pytest.raises(ExportError, match="output 0 is str"):
         export(lambda x: ["no"], [(2,)], tmp_path)
-    with pytest.raises(ExportError, match="output 0 is an input"):
-        export(lambda x: x, [(2,)], tmp_path)
+    lin = nn.LinearConfig(2, 2).init(device)
+    with pytest.raises(ExportError, match="output 1 is state the model holds"):
+        export(lambda x: (lin(x), lin.weight.val()), [(2,)], tmp_path)
 
 
 def test_the_command_line_exports_a_saved_module(device, tmp_path, capsys):

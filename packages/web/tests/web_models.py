@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import burnish.functional as F
 from burnish import Tensor, nn
 
 MNIST = Path(__file__).resolve().parents[3] / "examples" / "mnist"
@@ -87,3 +88,26 @@ def encoder(device, d_model: int = 32, layers: int = 2) -> nn.TransformerEncoder
     """A transformer encoder: ``layers`` post-norm layers of 4 heads, GELU feed-forward."""
     return nn.TransformerEncoderConfig(d_model=d_model, d_ff=2 * d_model, n_heads=4,
                                        n_layers=layers).init(device)
+
+
+def ops(device):
+    """A function of two inputs (``[32]`` and ``[8, 5]``) with 38 outputs: math, activations,
+    reductions (tree and loop), a scan, products, comparisons, masks, casts, views of the input,
+    pooling and interpolation: the kernels behind most models beyond those above."""
+
+    def many(x: Tensor, y: Tensor) -> tuple[Tensor, ...]:
+        a = x.reshape([4, 8])
+        return (x.exp(), (x.abs() + 0.5).log(), x.tanh(), x.erf(), x.sin(), x.cos(), x.floor(),
+                x.round(), x.sign(), (x.abs() + 0.1).sqrt(), x.powf(2.0), x.clamp(-0.5, 0.5),
+                x.remainder(0.7), F.gelu(x), F.sigmoid(x), F.silu(x), F.log_softmax(a, dim=1),
+                a.sum(dim=1), a.mean(dim=0), a.var(dim=1), a.max(dim=1), a.cumsum(dim=1),
+                a.flip([1]), a.permute([1, 0]) * 1.0, a.matmul(y), a.prod(dim=1),
+                (a > 0).cast("float32"), a.mask_fill(a < 0, -1.0), a.any(dim=1).cast("float32"),
+                a.cast("int32").cast("float32"), a.repeat([2, 1]),
+                a.slice([slice(1, 3), slice(0, 8, 2)]) * 2.0,
+                F.max_pool1d(a.reshape([1, 4, 8]), 2), F.avg_pool1d(a.reshape([1, 4, 8]), 2),
+                F.interpolate(x.reshape([1, 2, 4, 4]), [8, 8], mode="bilinear"),
+                (a * 2.0).sigmoid(),
+                a.min(dim=0), a.equal(a.max(dim=1, keepdim=True)).cast("float32"))
+
+    return many

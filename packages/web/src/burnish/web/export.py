@@ -206,10 +206,13 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
     # Outputs: a view (shape, strides, offset) of one of the record's output buffers.
     specs_out = []
     for i, plan in enumerate(record.output_plan):
-        if plan.slots is _ARGUMENT or plan.slots is None or plan.slots is record.inputs:
-            raise ExportError(f"cannot export: output {i} is an input or state returned as it is "
-                              f"(compute something from it)")
-        handle = plan.slots[plan.slot].handle
+        if plan.slots is _ARGUMENT:  # a view of an input (a reshape, a flip): read there
+            handle = record.inputs[record.input_order[plan.slot][0]].handle
+        elif plan.slots is None or plan.slots is record.inputs:
+            raise ExportError(f"cannot export: output {i} is state the model holds, returned "
+                              f"as it is (a parameter); compute something from it")
+        else:
+            handle = plan.slots[plan.slot].handle
         specs_out.append({"buffer": numbered(handle), "offset": int(plan.offset),
                           "shape": list(plan.shape), "strides": list(plan.strides),
                           "dtype": _storage(np.dtype(plan.dtype.numpy), f"output {i}")})
