@@ -57,6 +57,20 @@ def site(device, tmp_path_factory):
         yield url, exported
 
 
+@pytest.fixture(scope="module")
+def gpu_browser(chromium_path):
+    """Chromium with WebGPU on SwiftShader's software adapter."""
+    with Chromium(webgpu=True, executable=chromium_path) as browser:
+        yield browser
+
+
+@pytest.fixture(scope="module")
+def plain_browser(chromium_path):
+    """Chromium with WebGPU off."""
+    with Chromium(webgpu=False, executable=chromium_path) as browser:
+        yield browser
+
+
 def check(browser: Chromium, url: str, done, name: str, backend: str, expected: str) -> float:
     browser.goto(url + "index.html")
     result = browser.evaluate(RUN % {"name": name, "backend": backend})
@@ -73,52 +87,75 @@ def check(browser: Chromium, url: str, done, name: str, backend: str, expected: 
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-def test_webgpu_matches_burnish(site, chromium_path, name):
+def test_webgpu_matches_burnish(site, gpu_browser, name):
     url, exported = site
-    with Chromium(webgpu=True, executable=chromium_path) as browser:
-        browser.goto(url + "index.html")
-        adapter = browser.evaluate(
-            "navigator.gpu.requestAdapter().then((a) => a ? a.info.architecture : null)")
-        assert adapter, "Chromium gave no WebGPU adapter with the software-adapter flags"
-        check(browser, url, exported[name], name, "webgpu", "webgpu")
+    gpu_browser.goto(url + "index.html")
+    adapter = gpu_browser.evaluate(
+        "navigator.gpu.requestAdapter().then((a) => a ? a.info.architecture : null)")
+    assert adapter, "Chromium gave no WebGPU adapter with the software-adapter flags"
+    check(gpu_browser, url, exported[name], name, "webgpu", "webgpu")
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-def test_the_javascript_fallback_matches_burnish_without_webgpu(site, chromium_path, name):
+def test_the_javascript_fallback_matches_burnish_without_webgpu(site, plain_browser, name):
     url, exported = site
-    with Chromium(webgpu=False, executable=chromium_path) as browser:
-        browser.goto(url + "index.html")
-        assert browser.evaluate(
-            "navigator.gpu ? navigator.gpu.requestAdapter().then((a) => !!a) : false") is False
-        check(browser, url, exported[name], name, "auto", "cpu")
+    plain_browser.goto(url + "index.html")
+    assert plain_browser.evaluate(
+        "navigator.gpu ? navigator.gpu.requestAdapter().then((a) => !!a) : false") is False
+    check(plain_browser, url, exported[name], name, "auto", "cpu")
 
 
-def test_bad_input_is_refused_with_both_sizes(site, chromium_path):
+def test_runs_at_once_take_turns(site, gpu_browser):
+    url, exported = site
+    gpu_browser.goto(url + "index.html")
+    same = gpu_browser.evaluate("""(async () => {
+      const { load } = await import("/mnist/burnish.js");
+      const model = await load("/mnist/");
+      const x = new Float32Array(await (await fetch("/mnist/input0.bin")).arrayBuffer());
+      const zeros = new Float32Array(x.length);
+      const [a, b, c] = await Promise.all([model.run(x), model.run(zeros), model.run(x)]);
+      return [Array.from(a[0]), Array.from(c[0]), Array.from(b[0])];
+    })()""")
+    want = exported["mnist"].outputs[0].ravel()
+    np.testing.assert_allclose(same[0], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(same[1], want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(same[2], want)
+
+
+def test_bad_input_is_refused_with_both_sizes(site, plain_browser):
     url, _ = site
-    with Chromium(webgpu=False, executable=chromium_path) as browser:
-        browser.goto(url + "index.html")
-        message = browser.evaluate("""(async () => {
-          const { load } = await import("/mnist/burnish.js");
-          const model = await load("/mnist/", { backend: "cpu" });
-          try { await model.run(new Float32Array(5)); } catch (e) { return e.message; }
-          return "no error";
-        })()""")
-        assert message == ("burnish.web: input 0 must have 1568 values (shape [2,1,28,28]); "
-                           "got 5"), message
+    plain_browser.goto(url + "index.html")
+    message = plain_browser.evaluate("""(async () => {
+      const { load } = await import("/mnist/burnish.js");
+      const model = await load("/mnist/", { backend: "cpu" });
+      try { await model.run(new Float32Array(5)); } catch (e) { return e.message; }
+      return "no error";
+    })()""")
+    assert message == ("burnish.web: input 0 must have 1568 values (shape [2,1,28,28]); got 5"), \
+        message
 
 
-def test_an_unknown_format_is_refused(site, chromium_path, tmp_path):
+def test_an_unknown_format_is_refused(site, plain_browser):
     url, exported = site
-    spec_path = exported["mnist"].path / "model.json"
-    spec = json.loads(spec_path.read_text())
+    folder = exported["mnist"].path
+    future = folder.parent / "future"
+    future.mkdir(exist_ok=True)
+    for f in folder.iterdir():
+        (future / f.name).write_bytes(f.read_bytes())
+    spec = json.loads((folder / "model.json").read_text())
     spec["version"] = 99
-    (exported["mnist"].path.parent / "future").mkdir(exist_ok=True)
-    for f in exported["mnist"].path.iterdir():
-        (exported["mnist"].path.parent / "future" / f.name).write_bytes(f.read_bytes())
-    (exported["mnist"].path.parent / "future" / "model.json").write_text(json.dumps(spec))
-    with Chromium(webgpu=False, executable=chromium_path) as browser:
-        browser.goto(url + "index.html")
-        message = browser.evaluate("""import("/future/burnish.js")
-          .then(({ load }) => load("/future/")).then(() => "loaded", (e) => e.message)""")
-        assert "is format burnish-web version 99; this runtime reads burnish-web version 1" \
-            in message, message
+    (future / "model.json").write_text(json.dumps(spec))
+    plain_browser.goto(url + "index.html")
+    message = plain_browser.evaluate("""import("/future/burnish.js")
+      .then(({ load }) => load("/future/")).then(() => "loaded", (e) => e.message)""")
+    assert "is format burnish-web version 99; this runtime reads burnish-web version 1" \
+        in message, message
+
+
+def test_webgpu_can_be_demanded_and_is_refused_without_it(site, plain_browser):
+    url, _ = site
+    plain_browser.goto(url + "index.html")
+    message = plain_browser.evaluate("""import("/mnist/burnish.js")
+      .then(({ load }) => load("/mnist/", { backend: "webgpu" }))
+      .then(() => "loaded", (e) => e.message)""")
+    assert message.startswith("burnish.web: this browser has no WebGPU adapter"), message

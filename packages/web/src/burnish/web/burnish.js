@@ -124,6 +124,15 @@ class Model {
     this.inputs = spec.inputs.map(({ shape, dtype }) => ({ shape, dtype }));
     /** Each output's shape and dtype. */
     this.outputs = spec.outputs.map(({ shape, dtype }) => ({ shape, dtype }));
+    this.last = Promise.resolve();
+  }
+
+  /** The outputs for `inputs` (one typed array each, row-major), one typed array per output.
+   * Calls run one after another: the model's buffers serve one run at a time. */
+  run(...inputs) {
+    const result = this.last.then(() => this.compute(inputs));
+    this.last = result.catch(() => {});
+    return result;
   }
 }
 
@@ -210,8 +219,7 @@ class GpuModel extends Model {
     if (error) throw new Error(`burnish.web: WebGPU refused the model: ${error.message}`);
   }
 
-  /** The outputs for `inputs` (one typed array each), one typed array per output. */
-  async run(...inputs) {
+  async compute(inputs) {
     const { device, spec } = this;
     const data = checkInputs(spec, inputs);
     data.forEach((values, i) => {
@@ -286,7 +294,7 @@ class CpuModel extends Model {
     });
   }
 
-  async run(...inputs) {
+  async compute(inputs) {
     const { spec } = this;
     const data = checkInputs(spec, inputs);
     data.forEach((values, i) => {
