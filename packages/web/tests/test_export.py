@@ -66,6 +66,19 @@ def test_reading_values_on_the_host_is_refused(device, tmp_path):
         export(model, [(3,)], tmp_path)
 
 
+def test_a_library_call_is_refused(device, tmp_path):
+    def vendor_work() -> None:
+        pass
+
+    def model(x):
+        (x * 2.0).primitive.runtime.call(vendor_work, (), [], [])
+        return x + 1.0
+
+    with pytest.raises(ExportError, match=r"a library call \(vendor_work\) at .*test_export"
+                                          r".* has no WGSL kernel"):
+        export(model, [(3,)], tmp_path)
+
+
 def test_int64_is_refused_naming_the_kernel(device, tmp_path):
     if "int64" not in {d.name for d in device.backend.dtypes(device)}:
         pytest.skip("this adapter has no shader-int64: wgpu makes no int64 tensors here")

@@ -6,8 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
+
 import burnish.functional as F
-from burnish import Tensor, nn
+from burnish import Tensor, cat, nn
 
 MNIST = Path(__file__).resolve().parents[3] / "examples" / "mnist"
 
@@ -91,9 +93,10 @@ def encoder(device, d_model: int = 32, layers: int = 2) -> nn.TransformerEncoder
 
 
 def ops(device):
-    """A function of two inputs (``[32]`` and ``[8, 5]``) with 38 outputs: math, activations,
+    """A function of two inputs (``[32]`` and ``[8, 5]``) with 40 outputs: math, activations,
     reductions (tree and loop), a scan, products, comparisons, masks, casts, views of the input,
-    pooling and interpolation: the kernels behind most models beyond those above."""
+    concatenation, pooling, interpolation and a constant written from the host: the kernels
+    behind most models beyond those above."""
 
     def many(x: Tensor, y: Tensor) -> tuple[Tensor, ...]:
         a = x.reshape([4, 8])
@@ -108,6 +111,9 @@ def ops(device):
                 F.max_pool1d(a.reshape([1, 4, 8]), 2), F.avg_pool1d(a.reshape([1, 4, 8]), 2),
                 F.interpolate(x.reshape([1, 2, 4, 4]), [8, 8], mode="bilinear"),
                 (a * 2.0).sigmoid(),
-                a.min(dim=0), a.equal(a.max(dim=1, keepdim=True)).cast("float32"))
+                a.min(dim=0), a.equal(a.max(dim=1, keepdim=True)).cast("float32"),
+                # A constant made from host data in the pass: a write in the launch list.
+                x * Tensor.from_data(np.linspace(-1, 1, 32, dtype=np.float32), device=x.device),
+                cat([a, a * 2.0], dim=1))
 
     return many
