@@ -22,8 +22,9 @@ SEVEN = [(70, 70), (120, 68), (170, 66), (210, 66), (190, 120), (165, 170), (140
 
 
 def chromium_or_skip() -> str:
-    found = os.environ.get("BURNISH_CHROMIUM") or shutil.which("chromium") or \
-        shutil.which("chromium-browser")
+    from burnish.web.browser import find_chromium
+
+    found = find_chromium()
     if found is None:
         wanted = {w.strip() for w in os.environ.get("BURNISH_REQUIRE_BACKENDS", "").split(",")}
         message = "chromium not installed (Debian: apt install chromium)"

@@ -66,6 +66,17 @@ def test_reading_values_on_the_host_is_refused(device, tmp_path):
         export(model, [(3,)], tmp_path)
 
 
+def test_a_number_that_changes_between_calls_is_refused(device, tmp_path):
+    calls = []
+
+    def model(x):
+        calls.append(1)
+        return x * float(len(calls))
+
+    with pytest.raises(ExportError, match=r"is given other values on each call"):
+        export(model, [(3,)], tmp_path)
+
+
 def test_a_library_call_is_refused(device, tmp_path):
     def vendor_work() -> None:
         pass

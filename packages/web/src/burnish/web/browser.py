@@ -24,7 +24,9 @@ from typing import Any
 #: Flags that keep Chromium off the network and quiet (no updates, sync or first-run pages).
 QUIET = ("--headless", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run", "--disable-quic", "--disable-default-apps",
-         "--mute-audio", "--hide-scrollbars")
+         "--mute-audio", "--hide-scrollbars",
+         # Containers often give /dev/shm a few MB, too little for the renderer.
+         "--disable-dev-shm-usage")
 #: Flags that give WebGPU a software adapter (SwiftShader) where the machine has no GPU.
 SOFTWARE_WEBGPU = ("--enable-unsafe-webgpu", "--enable-features=Vulkan",
                    "--use-angle=swiftshader", "--use-webgpu-adapter=swiftshader")
@@ -37,11 +39,11 @@ class BrowserError(RuntimeError):
 
 
 def find_chromium() -> str | None:
-    """Chromium's executable: ``$BURNISH_CHROMIUM``, else ``chromium`` or ``chromium-browser``
-    on the PATH; None when there is none."""
+    """Chromium's executable: ``$BURNISH_CHROMIUM`` (a path or a name on the PATH), else
+    ``chromium`` or ``chromium-browser`` on the PATH; None when there is none."""
     named = os.environ.get("BURNISH_CHROMIUM")
     if named:
-        return named
+        return shutil.which(named)
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 

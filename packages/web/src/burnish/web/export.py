@@ -31,6 +31,7 @@ import burnish as bn
 from burnish import Tensor
 from burnish.errors import CaptureError
 from burnish.jit import ir
+from burnish.jit.capture import same_work
 from burnish.jit.codegen.js import ARRAYS, HELPERS, JsGenerator
 from burnish.jit.codegen.wgsl import WgslGenerator
 from burnish.record.atomic import atomic_write
@@ -89,17 +90,15 @@ def export(model: Callable[..., Any], inputs: Sequence[Any], out: str | Path, *,
     tensors = [Tensor.from_data(a, device=device) for a in arrays]
     expected = [t.to_numpy() for t in _outputs(model(*tensors))]  # warms caches and autotune
 
+    # Recorded twice, as burnish.capture records: a number computed on the host that changes
+    # from call to call (a counter, a seed kept in Python) would be frozen in the export, and
+    # shows up as two recordings that differ.
     capturer = backend.capturer(device)
     runtime = capturer.runtime
     leaves = [capturer.leaf(t.primitive) for t in tensors]
-    capturer.begin(leaves)
-    try:
-        results = _outputs(model(*tensors))
-    except BaseException:
-        capturer.abort()
-        raise
-    recorder = capturer.finish([r.primitive for r in results])
-    problem = recorder.problem()
+    first, _ = _recorded(capturer, model, tensors, leaves)
+    recorder, results = _recorded(capturer, model, tensors, leaves)
+    problem = recorder.problem() or first.problem() or same_work(first, recorder)
     if problem is not None:
         raise ExportError(f"cannot export: {problem}")
     for command, where in zip(recorder.commands, recorder.locations):
@@ -115,6 +114,18 @@ def export(model: Callable[..., Any], inputs: Sequence[Any], out: str | Path, *,
         return _write(Path(out), runtime, recorder, record, model, arrays, expected)
     finally:
         record.release()
+
+
+def _recorded(capturer: Any, model: Callable[..., Any], tensors: list[Tensor],
+              leaves: list[Any]) -> Any:
+    """One call of ``model`` recorded: the recorder, and the call's outputs."""
+    capturer.begin(leaves)
+    try:
+        results = _outputs(model(*tensors))
+    except BaseException:
+        capturer.abort()
+        raise
+    return capturer.finish([r.primitive for r in results]), results
 
 
 def _example(x: Any, rng: np.random.Generator, i: int) -> np.ndarray:
