@@ -58,6 +58,16 @@ def test_a_function_of_tensors_exports_with_every_output(device, tmp_path):
     np.testing.assert_allclose(done.outputs[0].sum(axis=1), 1.0, rtol=1e-6)
 
 
+def test_held_tensors_that_are_no_parameter_are_exported_by_their_bytes(device, tmp_path):
+    held = Tensor.from_data(np.arange(6, dtype=np.float32), device=device)
+    export(lambda x: x * held, [(6,)], tmp_path)
+    spec = json.loads((tmp_path / "model.json").read_text())
+    (name,) = [b["init"] for b in spec["buffers"] if "init" in b]
+    assert name.startswith("constants.buffer")
+    raw = load_file(str(tmp_path / "weights.safetensors"))[name]
+    np.testing.assert_array_equal(raw[:24].view(np.float32), np.arange(6, dtype=np.float32))
+
+
 def test_reading_values_on_the_host_is_refused(device, tmp_path):
     def model(x):
         return x * float(x.sum().item())

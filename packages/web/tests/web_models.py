@@ -93,10 +93,13 @@ def encoder(device, d_model: int = 32, layers: int = 2) -> nn.TransformerEncoder
 
 
 def ops(device):
-    """A function of two inputs (``[32]`` and ``[8, 5]``) with 40 outputs: math, activations,
+    """A function of two inputs (``[32]`` and ``[8, 5]``) with 41 outputs: math, activations,
     reductions (tree and loop), a scan, products, comparisons, masks, casts, views of the input,
-    concatenation, pooling, interpolation and a constant written from the host: the kernels
-    behind most models beyond those above."""
+    concatenation, pooling, interpolation, a constant written from the host and a tensor the
+    function holds: the kernels behind most models beyond those above."""
+
+    # A tensor the function holds that is no module's parameter: exported by its bytes.
+    held = Tensor.from_data(np.linspace(0.5, 2, 32, dtype=np.float32), device=device)
 
     def many(x: Tensor, y: Tensor) -> tuple[Tensor, ...]:
         a = x.reshape([4, 8])
@@ -114,6 +117,6 @@ def ops(device):
                 a.min(dim=0), a.equal(a.max(dim=1, keepdim=True)).cast("float32"),
                 # A constant made from host data in the pass: a write in the launch list.
                 x * Tensor.from_data(np.linspace(-1, 1, 32, dtype=np.float32), device=x.device),
-                cat([a, a * 2.0], dim=1))
+                cat([a, a * 2.0], dim=1), x * held)
 
     return many

@@ -233,8 +233,11 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
     state = {id(ref().handle): ref() for ref in record.state if ref() is not None}
     constants: dict[str, np.ndarray] = {}
     buffers = []
-    raw = runtime.read([(h, 0, h.size) for h in numbered.handles])
-    for n, (handle, data) in enumerate(zip(numbered.handles, raw)):
+    # The bytes of state that is not a whole parameter (read back in one synchronisation).
+    unnamed = [h for h in numbered.handles
+               if id(h) in state and names.get(id(h), ("", None))[1] is None]
+    raw = dict(zip(map(id, unnamed), runtime.read([(h, 0, h.size) for h in unnamed])))
+    for n, handle in enumerate(numbered.handles):
         entry: dict[str, Any] = {"size": -(-int(handle.size) // 4) * 4}
         if id(handle) in state:
             if id(handle) in recorder.written:
@@ -244,7 +247,7 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
                                   "the module in inference mode")
             name, values = names.get(id(handle), (f"constants.buffer{n}", None))
             if values is None:  # not a whole parameter: the buffer's bytes
-                name, values = f"constants.buffer{n}", np.frombuffer(data, np.uint8)
+                name, values = f"constants.buffer{n}", np.frombuffer(raw[id(handle)], np.uint8)
             constants[name] = values
             entry["init"] = name
         buffers.append(entry)
