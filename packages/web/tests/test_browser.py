@@ -1,7 +1,9 @@
 """Exports run in a real browser: headless Chromium loads each from a local HTTP server and
 runs it, through WebGPU (on SwiftShader's software adapter) and, with WebGPU off, through the
 JavaScript fallback; the outputs must be burnish's own for the same inputs. The MNIST CNN, a
-ResNet-18 (narrow: 8 to 64 channels, 32x32 images) and a 2-layer transformer encoder."""
+ResNet-18 (narrow: 8 to 64 channels, 32x32 images), a 2-layer transformer encoder, the same
+encoder over an embedding of int64 token ids, and a function of 52 outputs over most other
+kernels."""
 
 from __future__ import annotations
 
@@ -16,11 +18,15 @@ from burnish.web import export
 from burnish.web.browser import Chromium, serve
 
 sys.path.insert(0, str(Path(__file__).parent))  # the helper beside (pytest's importlib mode)
-from web_models import encoder, mnist_cnn, ops, resnet18  # noqa: E402
+from web_models import encoder, mnist_cnn, ops, resnet18, token_classifier  # noqa: E402
+
+#: Token ids for the token classifier: int64, as burnish's indices are.
+IDS = np.random.default_rng(3).integers(0, 50, (2, 8))
 
 MODELS = {"mnist": (mnist_cnn, [(2, 1, 28, 28)]),
           "resnet18": (resnet18, [(1, 3, 32, 32)]),
           "encoder": (encoder, [(2, 8, 32)]),
+          "tokens": (token_classifier, [IDS]),
           "ops": (ops, [(32,), (8, 5)])}
 #: SwiftShader's sin and cos are within about 2e-4 of float32's (Vulkan allows it): the
 #: largest difference from burnish on lavapipe that the checks accept, per output.
@@ -33,7 +39,7 @@ RUN = """(async () => {
   const inputs = [];
   for (const [i, spec] of model.inputs.entries()) {
     const bytes = await (await fetch(`/%(name)s/input${i}.bin`)).arrayBuffer();
-    inputs.push(new Float32Array(bytes));
+    inputs.push(spec.dtype === "int32" ? new Int32Array(bytes) : new Float32Array(bytes));
   }
   const started = performance.now();
   const outputs = await model.run(...inputs);
@@ -50,8 +56,9 @@ def site(device, tmp_path_factory):
     exported = {}
     for name, (make, shapes) in MODELS.items():
         done = export(make(device), shapes, root / name)
-        for i, x in enumerate(done.inputs):
-            x.astype(np.float32).tofile(root / name / f"input{i}.bin")
+        for i, x in enumerate(done.inputs):  # as the page holds them: int64 as int32
+            x.astype(np.int32 if x.dtype.kind == "i" else np.float32).tofile(
+                root / name / f"input{i}.bin")
         exported[name] = done
     with serve(root) as url:
         yield url, exported
@@ -77,7 +84,7 @@ def check(browser: Chromium, url: str, done, name: str, backend: str, expected: 
     assert result["backend"] == expected, result["backend"]
     assert len(result["outputs"]) == len(done.outputs)
     for i, (got, want) in enumerate(zip(result["outputs"], done.outputs)):
-        got = np.asarray(got, np.float32).reshape(want.shape)
+        got = np.asarray(got, want.dtype).reshape(want.shape)
         atol = 1e-5 * max(1, np.abs(want).max())
         if expected == "webgpu":
             atol = SWIFTSHADER_ATOL.get((name, i), atol)

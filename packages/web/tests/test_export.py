@@ -100,14 +100,32 @@ def test_a_library_call_is_refused(device, tmp_path):
         export(model, [(3,)], tmp_path)
 
 
-def test_int64_is_refused_naming_the_kernel(device, tmp_path):
+def test_int64_is_held_as_int32(device, tmp_path):
     if "int64" not in {d.name for d in device.backend.dtypes(device)}:
         pytest.skip("this adapter has no shader-int64: wgpu makes no int64 tensors here")
 
-    def model(x):
-        return (x.cast("int64") + 1).cast("float32")
+    def model(x, ids):
+        return x.argmax(dim=1), ids * -3
 
-    with pytest.raises(ExportError, match=r"kernel \w+ \(launched at .*\) binds a buffer of int64"):
+    ids = np.array([[4, -7, 1000]], np.int64)
+    done = export(model, [(2, 5), ids], tmp_path)
+    spec = json.loads((tmp_path / "model.json").read_text())
+    assert [i["dtype"] for i in spec["inputs"]] == ["float32", "int32"]
+    assert [o["dtype"] for o in spec["outputs"]] == ["int32", "int32"]
+    for kernel in spec["kernels"]:
+        assert "i64" not in kernel["wgsl"] and "int64" not in json.dumps(kernel["bindings"])
+    np.testing.assert_array_equal(done.outputs[1], ids * -3)
+
+
+def test_float16_is_refused_naming_the_kernel(device, tmp_path):
+    if "float16" not in {d.name for d in device.backend.dtypes(device)}:
+        pytest.skip("this adapter has no shader-f16: wgpu makes no float16 tensors here")
+
+    def model(x):
+        return (x.cast("float16") + 1).cast("float32")
+
+    with pytest.raises(ExportError, match=r"kernel \w+ \(launched at .*\) binds a buffer of "
+                                          r"float16, which WebGPU in browsers lacks"):
         export(model, [(4,)], tmp_path)
 
 

@@ -93,10 +93,11 @@ def encoder(device, d_model: int = 32, layers: int = 2) -> nn.TransformerEncoder
 
 
 def ops(device):
-    """A function of two inputs (``[32]`` and ``[8, 5]``) with 41 outputs: math, activations,
+    """A function of two inputs (``[32]`` and ``[8, 5]``) with 52 outputs: math, activations,
     reductions (tree and loop), a scan, products, comparisons, masks, casts, views of the input,
     concatenation, pooling, interpolation, a constant written from the host and a tensor the
-    function holds: the kernels behind most models beyond those above."""
+    function holds, and int64 results (argmax, argmin, sort, topk, gather, pooling indices):
+    the kernels behind most models beyond those above."""
 
     # A tensor the function holds that is no module's parameter: exported by its bytes.
     held = Tensor.from_data(np.linspace(0.5, 2, 32, dtype=np.float32), device=device)
@@ -117,6 +118,27 @@ def ops(device):
                 a.min(dim=0), a.equal(a.max(dim=1, keepdim=True)).cast("float32"),
                 # A constant made from host data in the pass: a write in the launch list.
                 x * Tensor.from_data(np.linspace(-1, 1, 32, dtype=np.float32), device=x.device),
-                cat([a, a * 2.0], dim=1), x * held)
+                cat([a, a * 2.0], dim=1), x * held,
+                # int64 results, held as int32 in the browser.
+                a.argmax(dim=1), a.argmin(dim=0), a.argsort(dim=1), *a.sort_with_indices(dim=1),
+                *a.topk_with_indices(3, dim=1), a.gather(1, a.argsort(dim=1)), a.argmax(dim=1) * -3,
+                *F.max_pool1d_with_indices(a.reshape([1, 4, 8]), 2))
 
     return many
+
+
+class TokenClassifier(nn.Module):
+    """Token ids (int64 ``[batch, seq]``) to class scores: an embedding, a transformer encoder,
+    the mean over the sequence, a linear layer."""
+
+    embedding: nn.Embedding
+    encoder: nn.TransformerEncoder
+    head: nn.Linear
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return self.head(self.encoder(self.embedding(ids)).mean(dim=1).reshape([ids.shape[0], -1]))
+
+
+def token_classifier(device, vocab: int = 50, d_model: int = 32) -> TokenClassifier:
+    return TokenClassifier(nn.EmbeddingConfig(vocab, d_model).init(device),
+                           encoder(device, d_model), nn.LinearConfig(d_model, 3).init(device))

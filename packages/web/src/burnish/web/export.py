@@ -35,6 +35,7 @@ from burnish.jit.capture import same_work
 from burnish.jit.codegen.js import ARRAYS, HELPERS, JsGenerator
 from burnish.jit.codegen.wgsl import WgslGenerator
 from burnish.record.atomic import atomic_write
+from burnish.web.narrow import as_int32, uses_int64
 
 #: ``model.json``'s ``format`` and ``version``: what ``burnish.js`` checks before it runs one.
 FORMAT = "burnish-web"
@@ -175,6 +176,12 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
     commands: list[dict] = []
     writes: dict[str, np.ndarray] = {}
     wgsl = WgslGenerator()
+    # The buffers that hold int64 data at this point of the launch list, which the browser
+    # holds as int32 (``narrow``): copies and writes of their bytes are halved.
+    wide = {key for x, (key, _, _) in zip(inputs, record.input_order)
+            if x.dtype == np.int64}
+    wide = {id(record.inputs[key].handle) for key in wide}
+    bound_wide: set[int] = set()  # buffers some launch binds as int64
     for i, command in enumerate(record.commands):
         where = recorder.locations[i]
         kind = command[0]
@@ -185,8 +192,21 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
                 raise ExportError(f"cannot export: a launch at {where} runs a kernel this "
                                   f"runtime did not compile")
             key, (_, kernel, source) = found
+            for handle, binding in zip(handles, kernel.buffers):
+                if binding.dtype == "int64":
+                    bound_wide.add(id(handle))
+                    wide.add(id(handle))
+                elif binding.writable:
+                    wide.discard(id(handle))
             if id(compiled) not in kernel_index:
                 kernel_index[id(compiled)] = len(kernels)
+                if uses_int64(kernel):
+                    if wgsl.generate(kernel) != source:
+                        raise ExportError(f"cannot export: kernel {kernel.name} (launched at "
+                                          f"{where}) has hand-written WGSL that uses int64, "
+                                          "which WebGPU in browsers lacks")
+                    kernel = as_int32(kernel)
+                    source = wgsl.generate(kernel)
                 kernels.append(_kernel(kernel, source, where))
                 js_sources.append(_javascript(kernel, source, wgsl, where))
             commands.append({"op": "launch", "kernel": kernel_index[id(compiled)],
@@ -194,11 +214,21 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
                              "info": [int(v) for v in info], "groups": list(groups)})
         elif kind == "copy":
             src, src_offset, dst, dst_offset, nbytes = command[1:]
+            if id(src) in wide:
+                src_offset, dst_offset, nbytes = src_offset // 2, dst_offset // 2, nbytes // 2
+                wide.add(id(dst))
+            else:
+                wide.discard(id(dst))
             commands.append({"op": "copy", "src": numbered(src), "src_offset": src_offset,
                              "dst": numbered(dst), "dst_offset": dst_offset,
                              "size": -(-nbytes // 4) * 4})
         elif kind == "write":
             handle, offset, data = command[1:]
+            if data.dtype == np.int64:
+                data, offset = data.astype(np.int32), offset // 2
+                wide.add(id(handle))
+            else:
+                wide.discard(id(handle))
             name = f"writes.w{len(writes)}"
             raw = np.ascontiguousarray(data).view(np.uint8).ravel()
             writes[name] = np.concatenate([raw, np.zeros(-raw.size % 4, np.uint8)])
@@ -212,6 +242,8 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
     for x, (key, start, _end) in zip(inputs, record.input_order):
         handle = record.inputs[key].handle
         dtype = _storage(x.dtype, "input")
+        if x.dtype == np.int64:
+            start //= 2
         specs_in.append({"buffer": numbered(handle), "offset": start, "shape": list(x.shape),
                          "dtype": dtype})
     # Outputs: a view (shape, strides, offset) of one of the record's output buffers.
@@ -231,6 +263,7 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
     # Constants: state the forward pass reads (parameters, buffers it holds).
     names = _parameter_names(model)
     state = {id(ref().handle): ref() for ref in record.state if ref() is not None}
+    errors = id(runtime.device_errors.buffer.handle) if runtime.device_errors else None
     constants: dict[str, np.ndarray] = {}
     buffers = []
     # The bytes of state that is not a whole parameter (read back in one synchronisation).
@@ -239,7 +272,11 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
     raw = dict(zip(map(id, unnamed), runtime.read([(h, 0, h.size) for h in unnamed])))
     for n, handle in enumerate(numbered.handles):
         entry: dict[str, Any] = {"size": -(-int(handle.size) // 4) * 4}
-        if id(handle) in state:
+        if id(handle) == errors:
+            # Where kernels flag bad values (an index out of range) for burnish to raise at
+            # the next read: the browser starts it at zero and never reads it.
+            pass
+        elif id(handle) in state:
             if id(handle) in recorder.written:
                 raise ExportError("cannot export: the forward pass updates state it holds in "
                                   f"place (a buffer of {handle.size} bytes, "
@@ -248,6 +285,10 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
             name, values = names.get(id(handle), (f"constants.buffer{n}", None))
             if values is None:  # not a whole parameter: the buffer's bytes
                 name, values = f"constants.buffer{n}", np.frombuffer(raw[id(handle)], np.uint8)
+            elif values.dtype == np.int64:
+                values = values.astype(np.int32)
+            if id(handle) in bound_wide and values.dtype == np.uint8:
+                values = values.view(np.int64).astype(np.int32).view(np.uint8)
             constants[name] = values
             entry["init"] = name
         buffers.append(entry)
@@ -270,10 +311,10 @@ def _write(out: Path, runtime: Any, recorder: Any, record: Any, model: Any,
 
 def _storage(dtype: np.dtype, what: str) -> str:
     name = {np.dtype(np.float32): "float32", np.dtype(np.int32): "int32",
-            np.dtype(np.bool_): "bool"}.get(np.dtype(dtype))
+            np.dtype(np.int64): "int32", np.dtype(np.bool_): "bool"}.get(np.dtype(dtype))
     if name is None:
         raise ExportError(f"cannot export: {what} is {np.dtype(dtype)}; the browser runtime "
-                          "takes float32, int32 and bool")
+                          "takes float32, int32 (int64 is held as int32) and bool")
     return name
 
 
