@@ -241,14 +241,16 @@ class JsGenerator(Generator):
         lines.append(f"  function{star} invocation(lx, ly, lz, wx, wy, wz) {{")
         lines += ["  " + line for line in body]
         lines.append("  }")
-        for s in kernel.shared:  # what a workgroup finds there is undefined: made once
+        for s in kernel.shared:  # made once, zeroed for each workgroup as WGSL zeroes it
             array = _SHARED_ARRAYS.get(s.ty)
             if array is None and s.ty != "bool":
                 raise TypeError(f"JavaScript: workgroup memory of {s.ty} is not supported")
-            make = f"new {array}({s.size})" if array else f"new Array({s.size}).fill(false)"
+            make = f"new {array}({s.size})" if array else f"new Array({s.size})"
             lines.append(f"  s_{s.name} = {make};")
         lines.append("  for (let wz = 0; wz < gz; wz++) for (let wy = 0; wy < gy; wy++) "
                      "for (let wx = 0; wx < gx; wx++) {")
+        for s in kernel.shared:
+            lines.append(f"    s_{s.name}.fill({'false' if s.ty == 'bool' else '0'});")
         loops = (f"for (let lz = 0; lz < {z}; lz++) for (let ly = 0; ly < {y}; ly++) "
                  f"for (let lx = 0; lx < {x}; lx++)")
         if barriers:
