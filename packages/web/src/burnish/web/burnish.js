@@ -142,7 +142,16 @@ class GpuModel extends Model {
       "maxBufferSize", "maxComputeWorkgroupStorageSize", "maxComputeInvocationsPerWorkgroup",
       "maxComputeWorkgroupSizeX"];
     const requiredLimits = {};
-    for (const name of wanted) requiredLimits[name] = adapter.limits[name];
+    for (const name of wanted) {
+      if (adapter.limits[name] !== undefined) requiredLimits[name] = adapter.limits[name];
+    }
+    const most = adapter.limits.maxStorageBuffersPerShaderStage;
+    for (const kernel of spec.kernels) {  // its buffers and its metadata
+      if (kernel.bindings.length + 1 > most) {
+        throw new Error(`burnish.web: kernel ${kernel.name} binds ` +
+          `${kernel.bindings.length + 1} storage buffers; this adapter allows ${most}`);
+      }
+    }
     const device = await adapter.requestDevice({ requiredLimits });
     const model = new GpuModel(spec, device);
     await model.prepare(weights);
