@@ -20,7 +20,7 @@ from burnish.web.__main__ import main
 from burnish.web.export import browser_wgsl
 
 sys.path.insert(0, str(Path(__file__).parent))  # the helper beside (pytest's importlib mode)
-from web_models import MNIST, mnist_cnn  # noqa: E402
+from web_models import MNIST, mnist_cnn, token_classifier  # noqa: E402
 
 
 def test_the_folder_holds_kernels_launches_weights_and_the_runtime(device, tmp_path):
@@ -166,6 +166,19 @@ def test_the_command_line_exports_a_saved_module(device, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["export", str(record), "--model", "m:C", "--input", "1,x", "--out", "o"])
     assert "positive ints separated by commas" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["export", str(record), "--model", "m:C", "--input", "1,2:int8", "--out", "o"])
+    assert "dtype is one of float32, int32, int64; got 'int8'" in capsys.readouterr().err
+
+
+def test_the_command_line_exports_a_model_of_token_ids(device, tmp_path, capsys):
+    record = token_classifier(device).save(tmp_path / "tokens.safetensors")
+    code = main(["export", str(record), "--model",
+                 f"{Path(__file__).parent / 'web_models.py'}:token_classifier",
+                 "--input", "2,8:int64", "--out", str(tmp_path / "web")])
+    assert code == 0, capsys.readouterr().err
+    spec = json.loads((tmp_path / "web" / "model.json").read_text())
+    assert spec["inputs"][0]["shape"] == [2, 8] and spec["inputs"][0]["dtype"] == "int32"
 
 
 def test_inf_and_nan_constants_become_runtime_values():

@@ -10,18 +10,32 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import burnish as bn
 from burnish.web.export import ExportError, export
 
+#: The dtypes ``--input`` takes after its shape (``2,16:int64``: token ids).
+INPUT_DTYPES = ("float32", "int32", "int64")
 
-def shape(text: str) -> tuple[int, ...]:
+
+def shape(text: str) -> tuple[int, ...] | np.ndarray:
+    """``1,1,28,28`` (a float32 input: random values are drawn) or ``2,16:int64`` (an int
+    input: zeros, valid ids for any embedding)."""
+    dims_text, _, dtype = text.partition(":")
     try:
-        dims = tuple(int(d) for d in text.replace("x", ",").split(","))
+        dims = tuple(int(d) for d in dims_text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"an input shape is positive ints separated by commas "
-                                         f"(1,1,28,28); got {text!r}") from None
+                                         f"(1,1,28,28), optionally with a dtype (2,16:int64); "
+                                         f"got {text!r}") from None
     if not dims or min(dims) <= 0:
         raise argparse.ArgumentTypeError(f"an input shape's dims must be positive; got {text!r}")
+    if dtype and dtype not in INPUT_DTYPES:
+        raise argparse.ArgumentTypeError(f"an input's dtype is one of {', '.join(INPUT_DTYPES)};"
+                                         f" got {dtype!r}")
+    if dtype in ("int32", "int64"):
+        return np.zeros(dims, dtype)
     return dims
 
 
@@ -69,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                          help="what makes the module: FILE.py:NAME or package.module:NAME, a "
                               "config class, a config or a function of a device")
     command.add_argument("--input", type=shape, action="append", required=True,
-                         help="an input's shape (1,1,28,28); once per input")
+                         help="an input's shape (1,1,28,28), with its dtype for int inputs "
+                              "(2,16:int64, token ids); once per input")
     command.add_argument("--out", type=Path, required=True, help="the folder to write")
     command.add_argument("--device", default="wgpu",
                          help="the wgpu device to record on: wgpu (the default adapter) or "
