@@ -73,8 +73,9 @@ def export(model: Callable[..., Any], inputs: Sequence[Any], out: str | Path, *,
     exactly these shapes and dtypes. ``device``: a wgpu device (default: wgpu's default).
 
     Raises ExportError naming the op when the forward pass cannot run in a browser: a library
-    call with no WGSL, a read of values on the host, state updated in place, or a dtype that
-    WebGPU lacks (float64, int64, float16).
+    call with no WGSL, a read of values on the host, a number computed in Python that changes
+    between calls, state updated in place, or a dtype that WebGPU lacks (float64, float16).
+    int64 (burnish's indices) is held as int32 in the browser (``burnish.web.narrow``).
     """
     if device is None:
         device = bn.backend("wgpu").default_device()
