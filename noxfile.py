@@ -55,6 +55,8 @@ def has_system_opencl_driver() -> bool:
 #: machines without a GPU. Where it has one (CI: Debian's pocl-opencl-icd) that one alone: a
 #: second PoCL would add a second device, and PyPI's LLVM 14 cannot compile for newer CPUs.
 EXTRAS = {} if has_system_opencl_driver() else {"backend-rocm": "[pocl]"}
+#: burnish-web's tests drive Chromium over the DevTools protocol (websockets).
+EXTRAS["web"] = "[browser]"
 
 #: What the conformance session runs without arguments: every first-party backend and its
 #: gradients, and ndarray, wgpu, rocm and cpu with every op recorded and replayed
