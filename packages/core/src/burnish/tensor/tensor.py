@@ -158,6 +158,15 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
         """Cast to float64."""
         return self.cast(float64)
 
+    def quantize(self, scheme: Any = None, *, scales: Tensor | None = None,
+                 zero_points: Tensor | None = None) -> Any:
+        """This float tensor as a ``QuantizedTensor`` under ``scheme`` (a
+        ``burnish.quantization.QuantScheme``; int8 per tensor, symmetric by default), with
+        scales from its minimum and maximum unless given (``burnish.quantization.quantize``)."""
+        from burnish.quantization import quantize
+
+        return quantize(self, scheme, scales=scales, zero_points=zero_points)
+
     # -- devices and backends -----------------------------------------------------------------
 
     def to_device(self, device: Device | str) -> Tensor:
