@@ -64,7 +64,8 @@ def _centered(q: QuantizedPrimitive) -> tuple[np.ndarray, int]:
     scheme = q.scheme
     values = q.values
     if scheme.packed:
-        nibbles = np.stack([values & 15, values >> 4], axis=-1).astype(np.int8)
+        nibbles = np.stack([values & 15, values >> 4], axis=-1).astype(np.int8).reshape(-1)
+        nibbles = nibbles[:int(np.prod(q.shape))]
         values = np.where(nibbles >= 8, nibbles - 16, nibbles).reshape(q.shape)
     ints = values.astype(np.float32)
     if q.zero_points is not None:

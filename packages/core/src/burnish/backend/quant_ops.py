@@ -24,8 +24,8 @@ Dims = Sequence[int]
 class QuantizedPrimitive:
     """A quantized tensor as backends see it: the stored integers, the scales, the zero points
     and the scheme. ``values`` has the tensor's ``shape`` in ``scheme.storage_dtype``, except
-    for int4, where the last dim is halved (two values a byte, the even index in the low
-    nibble); ``scales`` (``scheme.scale_dtype``) and ``zero_points``
+    for int4: a 1-d uint8 of ``ceil(numel / 2)`` bytes, two values a byte in row-major order
+    (``pack_int4``); ``scales`` (``scheme.scale_dtype``) and ``zero_points``
     (``scheme.zero_point_dtype``, ``None`` in symmetric mode) have the shape
     ``burnish.quantization.scales_shape`` gives: ``()`` per tensor, ``[size of the axis]`` per
     channel, the shape with the block axis divided by the block size per block."""
@@ -95,8 +95,10 @@ class QuantOps(ABC):  # noqa: B024 (only defaults, by design)
     def dequantize(self, q: QuantizedPrimitive, dtype: DType) -> Primitive:
         """``(values - zero_point) * scale`` as float ``dtype``."""
         scheme = q.scheme
-        values = self.cast(unpack_int4(self, q.values), int32, float32) if scheme.packed else \
-            self.cast(q.values, scheme.storage_dtype, float32)
+        if scheme.packed:
+            values = self.cast(unpack_int4(self, q.values, q.shape), int32, float32)
+        else:
+            values = self.cast(q.values, scheme.storage_dtype, float32)
         scale, point = _broadcast_params(self, q.scales, q.zero_points, scheme, q.shape)
         values = _blocks(self, values, scheme)
         if point is not None:
@@ -130,29 +132,40 @@ class QuantOps(ABC):  # noqa: B024 (only defaults, by design)
 
 
 def pack_int4(b: QuantOps, ints: Primitive) -> Primitive:
-    """int32 values in -8..7, last dim even, as uint8 with two values a byte along the last
-    dim: the even index in the low nibble, two's complement nibbles."""
-    shape = tuple(ints.shape)
-    pairs = b.reshape(b.bitwise_and(ints, b.full((), 15, int32, b._device_of(ints))),
-                      (*shape[:-1], shape[-1] // 2, 2))
-    ranges = [(0, n, 1) for n in pairs.shape]
-    low = b.slice(pairs, (*ranges[:-1], (0, 1, 1)))
-    high = b.slice(pairs, (*ranges[:-1], (1, 2, 1)))
+    """int32 values in -8..7 as a 1-d uint8 of ``ceil(numel / 2)`` bytes, two values a byte in
+    row-major order: the even index in the low nibble, two's complement nibbles; an odd count
+    leaves the last byte's high nibble zero."""
+    count = 1
+    for n in ints.shape:
+        count *= n
+    device = b._device_of(ints)
+    flat = b.reshape(ints, (count,))
+    if count % 2:
+        flat = b.cat([flat, b.full((1,), 0, int32, device)], 0)
+    pairs = b.reshape(b.bitwise_and(flat, b.full((), 15, int32, device)), ((count + 1) // 2, 2))
+    half = (count + 1) // 2
+    low = b.slice(pairs, ((0, half, 1), (0, 1, 1)))
+    high = b.slice(pairs, ((0, half, 1), (1, 2, 1)))
     packed = b.add(low, b.mul_scalar(high, 16, int32))
-    return b.cast(b.reshape(packed, (*shape[:-1], shape[-1] // 2)), int32, uint8)
+    return b.cast(b.reshape(packed, (half,)), int32, uint8)
 
 
-def unpack_int4(b: QuantOps, packed: Primitive) -> Primitive:
-    """The int32 values (-8..7) of ``pack_int4``'s bytes; the last dim doubles."""
-    shape = tuple(packed.shape)
+def unpack_int4(b: QuantOps, packed: Primitive, shape: tuple[int, ...]) -> Primitive:
+    """The int32 values (-8..7) of ``pack_int4``'s bytes, laid out as ``shape``."""
+    half = packed.shape[0]
     device = b._device_of(packed)
-    ints = b.reshape(b.cast(packed, uint8, int32), (*shape, 1))
+    ints = b.reshape(b.cast(packed, uint8, int32), (half, 1))
     low = b.bitwise_and(ints, b.full((), 15, int32, device))
     high = b.div(ints, b.full((), 16, int32, device))
-    nibbles = b.cat([low, high], len(shape))
+    nibbles = b.reshape(b.cat([low, high], 1), (2 * half,))
+    count = 1
+    for n in shape:
+        count *= n
+    if count != 2 * half:
+        nibbles = b.slice(nibbles, ((0, count, 1),))
     signed = b.where(b.greater_equal(nibbles, b.full((), 8, int32, device)),
                      b.sub_scalar(nibbles, 16, int32), nibbles)
-    return b.reshape(signed, (*shape[:-1], shape[-1] * 2))
+    return b.reshape(signed, shape)
 
 
 def _float(b: QuantOps, x: Primitive | QuantizedPrimitive, dtype: DType) -> Primitive:

@@ -67,7 +67,7 @@ class QuantScheme:
     """How a float tensor becomes integers (Burn's ``QuantScheme``).
 
     ``value``: ``"int8"`` (-128..127), ``"uint8"`` (0..255) or ``"int4"`` (-8..7, stored two
-    values to a byte along the last dim: the even index in the low nibble). ``granularity``:
+    values a byte in row-major order, the even index in the low nibble). ``granularity``:
     ``PerTensor()``, ``PerChannel(axis)`` or ``PerBlock(size, axis)``. ``mode``: ``"symmetric"``
     (zero maps to the integer zero: the zero point is 0, or 128 for uint8, and scale is
     ``max|x| / L`` with ``L`` 127 for 8 bits and 7 for int4, the values clamped to
@@ -174,11 +174,8 @@ class QuantScheme:
 def scales_shape(scheme: QuantScheme, shape: tuple[int, ...]) -> tuple[int, ...]:
     """The shape of the scales (and zero points) of a tensor of ``shape`` under ``scheme``;
     ShapeError when the granularity does not fit the shape (an axis out of range, a block size
-    that does not divide the last dim, an odd last dim for packed int4)."""
+    that does not divide its dim)."""
     granularity = scheme.granularity
-    if scheme.packed and (not shape or shape[-1] % 2):
-        raise ShapeError(f"int4 values are packed two to a byte along the last dim, which must "
-                         f"be even; the shape is {list(shape)}")
     if isinstance(granularity, PerTensor):
         return ()
     axis = channel_axis(granularity, shape)

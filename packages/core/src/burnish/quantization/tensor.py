@@ -33,7 +33,7 @@ class QuantizedTensor:
     layout ops (``reshape``, ``permute``, ``transpose``, ``narrow``) move its values and scales
     together where the granularity allows (ShapeError naming the granularity otherwise).
 
-    ``values`` (``scheme.storage_dtype``; packed int4 halves the last dim), ``scales`` and
+    ``values`` (``scheme.storage_dtype``; packed int4 is 1-d, two values a byte), ``scales`` and
     ``zero_points`` (``None`` in symmetric mode) are ordinary tensors, as records store them;
     ``QuantizedTensor.from_parts`` puts them back together.
     """
@@ -58,7 +58,7 @@ class QuantizedTensor:
         holds). Raises ShapeError, DTypeError or DeviceError naming the part that does not
         fit ``scheme`` and ``shape``."""
         shape = tuple(int(n) for n in shape)
-        stored = (*shape[:-1], shape[-1] // 2) if scheme.packed and shape else shape
+        stored = ((_count(shape) + 1) // 2,) if scheme.packed else shape
         expected = scales_shape(scheme, shape)
         _part("values", values, stored, scheme.storage_dtype)
         _part("scales", scales, expected, scheme.scale_dtype)
@@ -126,7 +126,7 @@ class QuantizedTensor:
     def int_values(self) -> Tensor:
         """The integers one per element as int32 (int4 unpacked), in the logical shape."""
         q, backend = self._q, self.backend
-        prim = _ops.unpack_int4(backend, q.values) if q.scheme.packed else \
+        prim = _ops.unpack_int4(backend, q.values, q.shape) if q.scheme.packed else \
             backend.cast(q.values, q.scheme.storage_dtype, int32)
         return _core.make(prim, self._device, int32)
 
@@ -171,16 +171,13 @@ class QuantizedTensor:
             raise ShapeError(f"reshape of a quantized tensor {scheme.granularity.describe()} "
                              f"from {list(self._q.shape)} to {list(target)}: its scales follow "
                              "dims; dequantize() first or quantize per tensor")
-        if scheme.packed:
-            scales_shape(scheme, target)  # the new last dim must be even
         backend = self.backend
-        values = self._int_op(lambda v: backend.reshape(v, target), target, unpack=True)
+        values = self._q.values if scheme.packed else backend.reshape(self._q.values, target)
         return self._with(values, self._q.scales, self._q.zero_points, target)
 
     def permute(self, axes: Sequence[int]) -> QuantizedTensor:
         """Dims reordered (output dim ``i`` is dim ``axes[i]``); a per-channel or per-block
-        axis follows its dim. Packed int4 values whose last dim moves are unpacked and packed
-        again (the new last dim must be even: ShapeError otherwise)."""
+        axis follows its dim (packed int4 values are unpacked and packed again)."""
         n = self.ndim
         order = tuple(normalize_dim(a, n) for a in axes)
         if sorted(order) != list(range(n)):
@@ -198,10 +195,7 @@ class QuantizedTensor:
         elif isinstance(granularity, PerChannel):
             axis = order.index(channel_axis(granularity, self._q.shape))
             scheme = _replace_granularity(scheme, PerChannel(axis))
-        if scheme.packed:
-            scales_shape(scheme, target)
-        values = self._int_op(lambda v: backend.permute(v, order), target,
-                              unpack=order[-1] != n - 1)
+        values = self._int_op(lambda v: backend.permute(v, order))
         q = _ops.QuantizedPrimitive(values, scales, points, scheme, target)
         return QuantizedTensor._wrap(q, self._device)
 
@@ -215,8 +209,7 @@ class QuantizedTensor:
 
     def narrow(self, dim: int, start: int, length: int) -> QuantizedTensor:
         """Elements ``start`` to ``start + length`` of ``dim``. Along a per-block scheme's block
-        axis (or packed int4's last dim) the cut must fall on block (or byte) boundaries:
-        ShapeError otherwise."""
+        axis the cut must fall on block boundaries: ShapeError otherwise."""
         shape = self._q.shape
         dim = normalize_dim(dim, len(shape))
         if not (0 <= start and length >= 0 and start + length <= shape[dim]):
@@ -224,11 +217,8 @@ class QuantizedTensor:
                              f"{shape[dim]}")
         scheme, backend = self.scheme, self.backend
         granularity = scheme.granularity
-        last = dim == len(shape) - 1
         blocked = isinstance(granularity, PerBlock) and channel_axis(granularity, shape) == dim
         step = granularity.size if blocked else 1  # type: ignore[union-attr]  # a PerBlock
-        if last and scheme.packed and step % 2:
-            step *= 2
         if start % step or length % step:
             raise ShapeError(f"narrow({dim}, {start}, {length}) of a quantized tensor "
                              f"({scheme}) must cut dim {dim} at multiples of {step}")
@@ -239,7 +229,7 @@ class QuantizedTensor:
                            else (0, n, 1) for d, n in enumerate(x.shape))
             return backend.slice(x, ranges)
 
-        values = cut(self._q.values, 2 if last and scheme.packed else 1)
+        values = self._int_op(cut)
         scales, points = self._q.scales, self._q.zero_points
         if isinstance(granularity, PerBlock):
             scales = cut(scales, granularity.size if blocked else 1)
@@ -274,13 +264,14 @@ class QuantizedTensor:
         return QuantizedTensor._wrap(_ops.QuantizedPrimitive(values, scales, points, self.scheme,
                                                         shape), self._device)
 
-    def _int_op(self, op: Callable[[Any], Any], shape: tuple[int, ...], unpack: bool) -> Any:
-        """``op`` applied to the stored values; packed int4 values are unpacked first (and
-        packed again) when ``unpack`` says the op moves the last dim."""
-        if not (self.scheme.packed and unpack):
+    def _int_op(self, op: Callable[[Any], Any]) -> Any:
+        """``op`` applied to the stored values; packed int4 values are unpacked first and
+        packed again."""
+        if not self.scheme.packed:
             return op(self._q.values)
         backend = self.backend
-        return _ops.pack_int4(backend, op(_ops.unpack_int4(backend, self._q.values)))
+        q = self._q
+        return _ops.pack_int4(backend, op(_ops.unpack_int4(backend, q.values, q.shape)))
 
 
 def quantize(x: Tensor, scheme: QuantScheme | None = None, *, scales: Tensor | None = None,
