@@ -93,7 +93,9 @@ class Quantizer:
     ``weights``: the weights' scheme. Its granularity is read per layer: ``PerChannel()`` is
     one scale per output feature or channel (axis 1 of a linear weight ``[d_input,
     d_output]``, axis 0 of a conv weight), ``PerBlock(size)`` blocks along the input dim
-    (axis 0 of a linear weight, 1 of a conv weight); the axes given are not used.
+    (axis 0 of a linear weight, 1 of a conv weight), or per output channel for a layer whose
+    input dim the size does not divide (an RGB model's first conv); the axes given are not
+    used: each layer's scheme is on its ``weight.scheme``.
     ``activations``: ``None`` (weights only), or a per-tensor scheme for each layer's input,
     whose range comes from calibration batches: ``calibration="minmax"`` (the smallest and
     largest value seen) or ``"percentile"`` (the ``percentile``-th and ``100 - percentile``-th
@@ -149,7 +151,7 @@ class Quantizer:
                             f"{type(layer).__name__}")
         is_linear = isinstance(layer, Linear)
         weight = layer.weight.val().detach()
-        scheme = _layer_scheme(self.weights, weight.ndim, is_linear)
+        scheme = _layer_scheme(self.weights, tuple(weight.shape), is_linear)
         quantized = weight.quantize(scheme)
         bias = None if layer.bias is None else Param(layer.bias.val().detach(), layer.bias.id,
                                                      False)
@@ -192,12 +194,16 @@ class _Observer(Module):
         return self.low, self.high
 
 
-def _layer_scheme(scheme: QuantScheme, ndim: int, is_linear: bool) -> QuantScheme:
+def _layer_scheme(scheme: QuantScheme, shape: tuple[int, ...], is_linear: bool) -> QuantScheme:
+    """The weight scheme with the layer's axes: per output channel, or blocks along the input
+    dim (per output channel where the block size does not divide it)."""
     granularity = scheme.granularity
+    output, inputs = (1, 0) if is_linear else (0, 1)
     if isinstance(granularity, PerChannel):
-        granularity = PerChannel(1 if is_linear else 0)
+        granularity = PerChannel(output)
     elif isinstance(granularity, PerBlock):
-        granularity = PerBlock(granularity.size, 0 if is_linear else 1)
+        fits = shape[inputs] % granularity.size == 0
+        granularity = PerBlock(granularity.size, inputs) if fits else PerChannel(output)
     return dataclasses.replace(scheme, granularity=granularity)
 
 
