@@ -54,7 +54,7 @@ def mnist(args: argparse.Namespace) -> None:
     if model_path is None:
         run_dir = Path(tempfile.mkdtemp(prefix="quant-mnist-"))
         command = [sys.executable, str(ROOT / "examples" / "mnist" / "mnist.py"),
-                   "--run-dir", str(run_dir), "--count", "0"]
+                   "--run-dir", str(run_dir), "--count", "1"]
         if args.data is not None:
             command += ["--data", str(args.data)]
         print("training:", " ".join(command), flush=True)
@@ -88,7 +88,8 @@ def mnist(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         quantized = quantizer.quantize(model, calibration)
         found = accuracy(quantized)
-        verdict = "met" if reference - found <= 0.5 else "NOT met"
+        verdict = "no goal" if "int4" in name else \
+            "met" if reference - found <= 0.5 else "NOT met"
         print(f"mnist {name}: {found:.2f}% ({found - reference:+.2f} points; goal -0.5: "
               f"{verdict}; {time.perf_counter() - started:.1f}s)")
 
@@ -117,7 +118,9 @@ def resnet(args: argparse.Namespace) -> None:
                           np.linalg.norm(expected, axis=1))
             same.extend(got.argmax(axis=1) == expected.argmax(axis=1))
         worst, kept = 100 * max(errors), 100 * float(np.mean(same))
-        verdict = "met" if worst <= 1.0 and kept >= 99.0 else "NOT met"
+        # The goal is int8's; int4 is measured for comparison.
+        verdict = "no goal" if "int4" in name else \
+            "met" if worst <= 1.0 and kept >= 99.0 else "NOT met"
         print(f"resnet18 {name}: logits within {worst:.2f}% relative (median "
               f"{100 * float(np.median(errors)):.2f}%), top-1 kept on {kept:.1f}% of "
               f"{len(errors)} inputs (goal 1% and 99%: {verdict})")

@@ -157,3 +157,20 @@ def test_load_names_what_does_not_fit(tmp_path):
     path = save(Quantizer().quantize(mlp(4, 3, 2)), tmp_path / "q.safetensors")
     with pytest.raises(RecordError, match="layers.1"):
         load(mlp(4, 3), path)
+
+
+def test_capture_replays_a_quantized_model():
+    model = mlp(16, 32, 4)
+    quantized = Quantizer(QuantScheme("int4", PerChannel()),
+                          QuantScheme("uint8", mode="affine")).quantize(
+        model, calibration=[inputs(8, 16, seed=s) for s in range(2)])
+
+    @bn.capture
+    def infer(m, x):
+        return m(x)
+
+    for seed in range(6):
+        x = inputs(8, 16, seed=10 + seed)
+        np.testing.assert_array_equal(infer(quantized, x).to_numpy(), quantized(x).to_numpy())
+    (stats,) = infer.stats()
+    assert stats["captured"] and stats["replays"] == 3, stats

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from burnish.backend import Backend
+from burnish.backend import Backend, QuantizedPrimitive
 from burnish.errors import CaptureError
 from burnish.replay import caller_line as _where
 from burnish.tensor_data import TensorData
@@ -132,7 +132,7 @@ class Recorder:
             self.calls.append((name, function, self._encode(args), self._encode(kwargs),
                                _where()))
             for position, array in enumerate(out if isinstance(out, tuple) else (out,)):
-                if isinstance(array, _ARRAYS):
+                if isinstance(array, (*_ARRAYS, QuantizedPrimitive)):
                     self.produced[id(array)] = (index, position)
             self.keep.append(out)
             return out
@@ -142,6 +142,15 @@ class Recorder:
     def _encode(self, value: Any) -> Any:
         if isinstance(value, _ARRAYS):
             return self.ref(value)
+        if isinstance(value, QuantizedPrimitive):
+            # A quantized operand: the result of a recorded quantize, or parts from outside
+            # (a quantized layer's weight), each referred to as an array is.
+            found = self.produced.get(id(value))
+            if found is not None:
+                return _Ref("out", *found)
+            return QuantizedPrimitive(*self._encode((value.values, value.scales,
+                                                     value.zero_points)),
+                                      value.scheme, value.shape)
         if isinstance(value, list | tuple):
             return type(value)(self._encode(v) for v in value)
         if isinstance(value, dict):
@@ -287,6 +296,9 @@ def _decode(value: Any, inputs: Sequence[np.ndarray],
         return kind(_decode(v, inputs, results) for v in value)
     if kind is dict:
         return {k: _decode(v, inputs, results) for k, v in value.items()}
+    if kind is QuantizedPrimitive:
+        return QuantizedPrimitive(*_decode((value.values, value.scales, value.zero_points),
+                                           inputs, results), value.scheme, value.shape)
     return value
 
 
@@ -297,6 +309,8 @@ def _found(value: Any, kind: type):
     elif isinstance(value, list | tuple):
         for v in value:
             yield from _found(v, kind)
+    elif isinstance(value, QuantizedPrimitive):
+        yield from _found((value.values, value.scales, value.zero_points), kind)
     elif isinstance(value, dict):
         for v in value.values():
             yield from _found(v, kind)
