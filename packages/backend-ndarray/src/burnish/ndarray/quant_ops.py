@@ -16,7 +16,7 @@ import numpy as np
 
 from burnish.backend.quant_ops import QuantizedPrimitive, QuantOps
 from burnish.dtype import DType
-from burnish.quantization.scheme import PerBlock, PerChannel, channel_axis
+from burnish.quantization.scheme import PerBlock, PerChannel, QuantScheme, channel_axis
 
 #: The largest integer float32 holds exactly, with every integer below it.
 _EXACT = 2 ** 24
@@ -25,7 +25,8 @@ _EXACT = 2 ** 24
 class NdArrayQuantOps(QuantOps):
     """``quantized_matmul`` of two quantized operands whose scales factor out of the dot
     products (per tensor, or per channel along an axis the product does not sum over: the
-    rows of ``lhs``, the columns of ``rhs``); everything else is the protocol's default."""
+    rows of ``lhs``, the columns of ``rhs``), and ``quantize`` of unpacked values per tensor
+    or per channel in one buffer; everything else is the protocol's default."""
 
     def quantized_matmul(self, lhs: Any, rhs: Any, dtype: DType) -> Any:
         if not (isinstance(lhs, QuantizedPrimitive) and isinstance(rhs, QuantizedPrimitive)
@@ -44,10 +45,31 @@ class NdArrayQuantOps(QuantOps):
                 out += np.matmul(a[..., start:start + chunk], b[..., start:start + chunk, :])
             out = out.astype(np.float32)
         # A channel axis of lhs (not its last) or of rhs (not its second-to-last) lies where
-        # the product's output has it: the scales broadcast in place.
-        out *= _broadcast(lhs, lhs.scales.astype(np.float32))
-        out *= _broadcast(rhs, rhs.scales.astype(np.float32))
+        # the product's output has it: the scales broadcast in place, multiplied together
+        # first (a vector, for per-tensor activations and per-channel weights).
+        out *= _broadcast(lhs, lhs.scales.astype(np.float32)) * \
+            _broadcast(rhs, rhs.scales.astype(np.float32))
         return out if out.dtype == dtype.numpy else out.astype(dtype.numpy)
+
+    def quantize(self, x: Any, scales: Any, zero_points: Any, scheme: QuantScheme,
+                 dtype: DType) -> QuantizedPrimitive:
+        # The default's arithmetic (float32 x / scale, rint, + zero point, clip) in one buffer.
+        if scheme.packed or isinstance(scheme.granularity, PerBlock):
+            return QuantOps.quantize(self, x, scales, zero_points, scheme, dtype)
+        q = QuantizedPrimitive(x, scales, zero_points, scheme, tuple(x.shape))
+        ratio = np.divide(x, _broadcast(q, scales.astype(np.float32)), dtype=np.float32)
+        np.rint(ratio, out=ratio)
+        qmin, qmax = scheme.range
+        if zero_points is not None:
+            ratio += _broadcast(q, zero_points.astype(np.float32))
+        elif scheme.symmetric_zero:
+            ratio += np.float32(scheme.symmetric_zero)
+        if scheme.mode == "symmetric":
+            qmin = scheme.symmetric_zero - scheme.symmetric_limit
+            qmax = scheme.symmetric_zero + scheme.symmetric_limit
+        np.clip(ratio, qmin, qmax, out=ratio)
+        values = ratio.astype(scheme.storage_dtype.numpy)
+        return QuantizedPrimitive(values, scales, zero_points, scheme, tuple(x.shape))
 
 
 def _factors(q: QuantizedPrimitive, summed: int) -> bool:
