@@ -148,9 +148,9 @@ class Recorder:
             found = self.produced.get(id(value))
             if found is not None:
                 return _Ref("out", *found)
-            return QuantizedPrimitive(*self._encode((value.values, value.scales,
-                                                     value.zero_points)),
-                                      value.scheme, value.shape)
+            values, scales, points = self._encode((value.values, value.scales,
+                                                   value.zero_points))
+            return QuantizedPrimitive(values, scales, points, value.scheme, value.shape)
         if isinstance(value, list | tuple):
             return type(value)(self._encode(v) for v in value)
         if isinstance(value, dict):
@@ -297,8 +297,9 @@ def _decode(value: Any, inputs: Sequence[np.ndarray],
     if kind is dict:
         return {k: _decode(v, inputs, results) for k, v in value.items()}
     if kind is QuantizedPrimitive:
-        return QuantizedPrimitive(*_decode((value.values, value.scales, value.zero_points),
-                                           inputs, results), value.scheme, value.shape)
+        values, scales, points = _decode((value.values, value.scales, value.zero_points),
+                                         inputs, results)
+        return QuantizedPrimitive(values, scales, points, value.scheme, value.shape)
     return value
 
 

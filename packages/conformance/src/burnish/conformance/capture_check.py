@@ -260,8 +260,9 @@ def _rebuild(value: Any, replacements: Iterator[Any]) -> Any:
     if _is_primitive(value):
         return next(replacements)
     if isinstance(value, QuantizedPrimitive):
-        parts = _rebuild((value.values, value.scales, value.zero_points), replacements)
-        return QuantizedPrimitive(*parts, value.scheme, value.shape)
+        values, scales, points = _rebuild((value.values, value.scales, value.zero_points),
+                                          replacements)
+        return QuantizedPrimitive(values, scales, points, value.scheme, value.shape)
     if isinstance(value, list | tuple):
         return type(value)(_rebuild(item, replacements) for item in value)
     return value

@@ -39,6 +39,8 @@ class QuantizedTensor:
     """
 
     __slots__ = ("_q", "_device")
+    _q: _ops.QuantizedPrimitive
+    _device: Device
 
     def __init__(self, *args: Any, **kwargs: Any):
         raise TypeError("make quantized tensors with tensor.quantize(scheme) or "
