@@ -20,7 +20,8 @@ from burnish.quantization import linear as qlinear
 from burnish.quantization.scheme import channel_axis
 
 SHAPE = (6, 16)
-GRANULARITIES = (PerTensor(), PerChannel(1), PerBlock(8), PerBlock(2, axis=0))
+GRANULARITIES: tuple[PerTensor | PerChannel | PerBlock, ...] = (
+    PerTensor(), PerChannel(1), PerBlock(8), PerBlock(2, axis=0))
 SCHEMES = [QuantScheme(value, granularity, mode, scale)
            for value, granularity, mode, scale in itertools.product(
                ("int8", "uint8", "int4"), GRANULARITIES, ("symmetric", "affine"),
