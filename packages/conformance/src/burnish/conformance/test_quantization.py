@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from burnish import Tensor, float16, float32
+from burnish import Tensor, float16, float32, int8, int32, uint8
 from burnish.backend import AutodiffOps
 from burnish.conformance.compare import assert_close, assert_equal, host
 from burnish.conformance.samples import sample
@@ -18,6 +18,13 @@ from burnish.quantization import PerBlock, PerChannel, PerTensor, QuantScheme
 from burnish.quantization import conv as qconv
 from burnish.quantization import linear as qlinear
 from burnish.quantization.scheme import channel_axis
+
+
+@pytest.fixture(autouse=True)
+def _integer_dtypes(require_dtype):
+    """Quantized values are int8 or uint8, and the defaults compute with int32."""
+    require_dtype(int8, uint8, int32)
+
 
 SHAPE = (6, 16)
 GRANULARITIES: tuple[PerTensor | PerChannel | PerBlock, ...] = (
