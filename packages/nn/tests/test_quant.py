@@ -174,3 +174,28 @@ def test_capture_replays_a_quantized_model():
         np.testing.assert_array_equal(infer(quantized, x).to_numpy(), quantized(x).to_numpy())
     (stats,) = infer.stats()
     assert stats["captured"] and stats["replays"] == 3, stats
+
+
+def test_a_quantized_model_moves_with_to_device_and_valid():
+    ad = bn.backend("autodiff+ndarray").default_device()
+    model = cnn()
+    x = inputs(2, 3, 6, 6)
+    quantized = Quantizer(activations=QuantScheme("uint8", mode="affine")).quantize(model, [x])
+    moved = quantized.to_device(ad)
+    assert moved.conv.weight.device == ad and moved.head.input_scales.device == ad
+    assert quantized.conv.weight.device != ad  # the original stays
+    np.testing.assert_array_equal(moved(x.to_device(ad)).to_numpy(), quantized(x).to_numpy())
+    back = moved.valid()
+    assert back.head.weight.device == x.device and back.head.bias.device == x.device
+    np.testing.assert_array_equal(back(x).to_numpy(), quantized(x).to_numpy())
+
+
+def test_layers_without_bias_move_too():
+    ad = bn.backend("autodiff+ndarray").default_device()
+    model = SmallCnn(nn.Conv2dConfig(3, 4, 3, bias=False).init("ndarray"),
+                     nn.LinearConfig(4 * 4 * 4, 2, bias=False).init("ndarray"))
+    moved = Quantizer().quantize(model).to_device(ad)
+    assert moved.conv.weight.device == ad and moved.head.weight.device == ad
+    x = inputs(2, 3, 6, 6)
+    np.testing.assert_allclose(moved(x.to_device(ad)).to_numpy(), Quantizer().quantize(model)(x)
+                               .to_numpy(), rtol=1e-6)

@@ -49,6 +49,9 @@ class QuantizedLinear(Module):
         bias = None if self.bias is None else self.bias.val()
         return quantized_linear(_quantize_input(self, x), self.weight, bias)
 
+    def map_constants(self, path: str, mapper: Callable[[str, Param], Param]) -> None:
+        _move_constants(self, path, mapper)
+
 
 class QuantizedConv(Module):
     """``Conv`` (any number of spatial dims) with a quantized ``weight``; inputs quantized as
@@ -75,8 +78,34 @@ class QuantizedConv(Module):
         return quantized_conv(_quantize_input(self, x), self.weight, bias, self.stride, padding,
                               self.dilation, self.groups)
 
+    def map_constants(self, path: str, mapper: Callable[[str, Param], Param]) -> None:
+        _move_constants(self, path, mapper)
+
 
 Quantized = QuantizedLinear | QuantizedConv
+
+
+def _move_constants(layer: Quantized, path: str, mapper: Callable[[str, Param], Param]) -> None:
+    """The layer's quantized weight and input parameters moved to the device ``mapper`` put its
+    parameters on (``to_device``, ``valid``, ``fork``): the bias's, or, for a layer without
+    one, that of the weight's scales passed through ``mapper`` as a frozen parameter. A mapper
+    that only knows the module's own parameters by name (``load_record``'s) leaves them."""
+    if layer.bias is not None:
+        device = layer.bias.device
+    else:
+        try:
+            probe = mapper(join(path, "weight.scales"),
+                           Param(layer.weight.scales, require_grad=False))
+        except KeyError:
+            return
+        device = probe.val().device
+    if device == layer.weight.device:
+        return
+    layer.weight = layer.weight.to_device(device)
+    if layer.input_scales is not None:
+        layer.input_scales = layer.input_scales.to_device(device)
+    if layer.input_zero_points is not None:
+        layer.input_zero_points = layer.input_zero_points.to_device(device)
 
 
 def _quantize_input(layer: Quantized, x: Tensor) -> Tensor | QuantizedTensor:
