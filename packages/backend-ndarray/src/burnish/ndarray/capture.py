@@ -100,7 +100,7 @@ class Recorder:
         self.backend = backend
         self.inputs = {id(x): i for i, x in enumerate(inputs)}
         self.calls: list[tuple[str, Any, list, dict, str]] = []
-        self.produced: dict[int, tuple[int, int]] = {}
+        self.produced: dict[int, tuple[int, Any]] = {}
         self.keep: list[Any] = []  # every result, so that no id is reused while recording
         self.depth = 0
         self.host_read: str | None = None
@@ -134,6 +134,12 @@ class Recorder:
             for position, array in enumerate(out if isinstance(out, tuple) else (out,)):
                 if isinstance(array, (*_ARRAYS, QuantizedPrimitive)):
                     self.produced[id(array)] = (index, position)
+                if isinstance(array, QuantizedPrimitive):
+                    # Its new parts are results too, at positions of their own, which a replay
+                    # fills in (an array it was given keeps its first reference).
+                    for part, value in enumerate(_parts(array)):
+                        if id(value) not in self.produced and id(value) not in self.inputs:
+                            self.produced[id(value)] = (index, (position, part))
             self.keep.append(out)
             return out
 
@@ -232,7 +238,7 @@ class NdArrayRecord:
         kept = {(r.index, r.position) for r in self.outputs
                 if type(r) is _Ref and r.kind == "out"}
         # The last call that reads each result: it is let go there (unless returned).
-        last: dict[tuple[int, int], int] = {}
+        last: dict[tuple[int, Any], int] = {}
         for index, (_, _, args, kwargs, _) in enumerate(recorder.calls):
             for ref in _found((args, kwargs), _Ref):
                 if ref.kind == "out":
@@ -259,16 +265,16 @@ class NdArrayRecord:
 
     def replay(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         backend = self.backend
-        results: dict[tuple[int, int], Any] = {}
+        results: dict[tuple[int, Any], Any] = {}
         pinned = []
         for index, (function, args, kwargs, drop, pin) in enumerate(self.program):
             out = function(backend, *_decode(args, inputs, results),
                            **_decode(kwargs, inputs, results))
-            if isinstance(out, tuple):
-                for position, value in enumerate(out):
-                    results[(index, position)] = value
-            else:
-                results[(index, 0)] = out
+            for position, value in enumerate(out if isinstance(out, tuple) else (out,)):
+                results[(index, position)] = value
+                if isinstance(value, QuantizedPrimitive):
+                    for part, array in enumerate(_parts(value)):
+                        results[(index, (position, part))] = array
             if pin:
                 pinned.append(out)
             for key in drop:
@@ -281,8 +287,14 @@ class NdArrayRecord:
         self.consts = []
 
 
+def _parts(q: QuantizedPrimitive) -> tuple[Any, ...]:
+    """The arrays of a quantized operand, in a fixed order."""
+    return (q.values, q.scales) if q.zero_points is None else \
+        (q.values, q.scales, q.zero_points)
+
+
 def _decode(value: Any, inputs: Sequence[np.ndarray],
-            results: dict[tuple[int, int], Any]) -> Any:
+            results: dict[tuple[int, Any], Any]) -> Any:
     kind = type(value)
     if kind is _Ref:
         if value.kind == "in":
