@@ -26,6 +26,7 @@ from burnish.tensor.reduction import ReductionMixin
 
 if TYPE_CHECKING:
     from burnish.backend import Backend
+    from burnish.quantization import QuantizedTensor, QuantScheme
     from burnish.tensor_data import TensorData
 
 
@@ -158,8 +159,8 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
         """Cast to float64."""
         return self.cast(float64)
 
-    def quantize(self, scheme: Any = None, *, scales: Tensor | None = None,
-                 zero_points: Tensor | None = None) -> Any:
+    def quantize(self, scheme: QuantScheme | None = None, *, scales: Tensor | None = None,
+                 zero_points: Tensor | None = None) -> QuantizedTensor:
         """This float tensor as a ``QuantizedTensor`` under ``scheme`` (a
         ``burnish.quantization.QuantScheme``; int8 per tensor, symmetric by default), with
         scales from its minimum and maximum unless given (``burnish.quantization.quantize``)."""
