@@ -52,6 +52,9 @@ class QuantizedLinear(Module):
     def map_constants(self, path: str, mapper: Callable[[str, Param], Param]) -> None:
         _move_constants(self, path, mapper)
 
+    def __repr__(self) -> str:
+        return _describe(self)
+
 
 class QuantizedConv(Module):
     """``Conv`` (any number of spatial dims) with a quantized ``weight``; inputs quantized as
@@ -81,8 +84,18 @@ class QuantizedConv(Module):
     def map_constants(self, path: str, mapper: Callable[[str, Param], Param]) -> None:
         _move_constants(self, path, mapper)
 
+    def __repr__(self) -> str:
+        return _describe(self)
+
 
 Quantized = QuantizedLinear | QuantizedConv
+
+
+def _describe(layer: Quantized) -> str:
+    inputs = "float inputs" if layer.input_scheme is None else f"inputs {layer.input_scheme}"
+    bias = "" if layer.bias is None else ", bias"
+    return (f"{type(layer).__name__}(weight {list(layer.weight.shape)}: {layer.weight.scheme}"
+            f"{bias}; {inputs})")
 
 
 def _move_constants(layer: Quantized, path: str, mapper: Callable[[str, Param], Param]) -> None:
