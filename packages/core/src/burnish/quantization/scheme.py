@@ -80,7 +80,8 @@ class QuantScheme:
     with ``round`` to the nearest integer, halves to even (NumPy's ``rint``, PyTorch's
     ``round``), computed in float32 with the scale as stored (a float16 scale is rounded
     first); ``dequantize`` gives ``(q - zero_point) * scale``. A group whose values are all
-    zero gets scale 1.
+    zero gets scale 1. NaN and infinity have no integer: quantizing them gives unspecified
+    values (backends do not read tensors to check).
     """
 
     value: str = "int8"
