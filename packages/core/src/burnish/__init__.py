@@ -39,6 +39,7 @@ from burnish.errors import (  # noqa: E402
     ShapeError,
     UnsupportedError,
 )
+from burnish.quantization import QuantizedTensor, QuantScheme, quantize  # noqa: E402
 from burnish.registry import (  # noqa: E402
     backend,
     default_backend,
@@ -57,10 +58,12 @@ __version__ = "0.1.0"
 __all__ = [
     "ArgumentTypeError", "AutodiffError", "BackendNotInstalledError", "BurnishError",
     "CaptureError", "Captured", "DType", "DTypeError", "Device", "DeviceError",
-    "DivisionByZeroError", "Distribution", "Kind", "NamedTensor", "RecordError", "Shape",
+    "DivisionByZeroError", "Distribution", "Kind", "NamedTensor", "QuantScheme",
+    "QuantizedTensor", "RecordError", "Shape",
     "ShapeError", "Tensor", "autocast",
     "TensorData", "UnsupportedError", "backend", "bfloat16", "bool_", "capture", "default_backend",
     "default_device", "float16", "float32", "float64", "functional", "int8", "int16", "int32",
-    "int64", "is_debug", "multinomial", "seed", "set_debug", "set_default_backend", "uint8",
+    "int64", "is_debug", "multinomial", "quantize", "seed", "set_debug", "set_default_backend",
+    "uint8",
     "cat", "stack", "where",
 ]

@@ -17,6 +17,7 @@ from burnish.autodiff.layout_ops import AutodiffLayoutOps
 from burnish.autodiff.module_ops import AutodiffModuleOps
 from burnish.autodiff.numeric_ops import AutodiffNumericOps
 from burnish.autodiff.optim_ops import AutodiffOptimOps
+from burnish.autodiff.quant_ops import AutodiffQuantOps
 from burnish.autodiff.recurrent_ops import AutodiffRecurrentOps
 from burnish.backend import Backend
 from burnish.backend.autodiff_ops import AutodiffOps
@@ -32,7 +33,7 @@ _instances: dict[tuple[int, str], Autodiff] = {}
 class Autodiff(
     AutodiffBase, AutodiffLayoutOps, AutodiffNumericOps, AutodiffFloatOps, AutodiffIntOps,
     AutodiffBoolOps, AutodiffModuleOps, AutodiffActivationOps, AutodiffAttentionOps,
-    AutodiffOptimOps, AutodiffRecurrentOps, Backend, AutodiffOps,
+    AutodiffOptimOps, AutodiffRecurrentOps, AutodiffQuantOps, Backend, AutodiffOps,
 ):
     """``Autodiff(inner)`` is a backend that runs every op on ``inner`` and records, for tensors
     that require grad and those computed from them, what backward needs (Burn's ``Autodiff``).

@@ -14,6 +14,7 @@ from burnish.ndarray.layout_ops import NdArrayLayoutOps
 from burnish.ndarray.module_ops import NdArrayModuleOps
 from burnish.ndarray.numeric_ops import NdArrayNumericOps
 from burnish.ndarray.optim_ops import NdArrayOptimOps
+from burnish.ndarray.quant_ops import NdArrayQuantOps
 
 if TYPE_CHECKING:
     from burnish.device import Device
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 
 class NdArrayBackend(
     NdArrayBase, NdArrayLayoutOps, NdArrayNumericOps, NdArrayFloatOps, NdArrayIntOps,
-    NdArrayBoolOps, NdArrayModuleOps, NdArrayActivationOps, NdArrayOptimOps, Backend,
+    NdArrayBoolOps, NdArrayModuleOps, NdArrayActivationOps, NdArrayOptimOps, NdArrayQuantOps,
+    Backend,
 ):
     """The default backend: primitives are ``np.ndarray``, on one device, ``cpu:0``.
 

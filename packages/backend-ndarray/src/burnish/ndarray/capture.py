@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from burnish.backend import Backend
+from burnish.backend import Backend, QuantizedPrimitive
 from burnish.errors import CaptureError
 from burnish.replay import caller_line as _where
 from burnish.tensor_data import TensorData
@@ -100,7 +100,7 @@ class Recorder:
         self.backend = backend
         self.inputs = {id(x): i for i, x in enumerate(inputs)}
         self.calls: list[tuple[str, Any, list, dict, str]] = []
-        self.produced: dict[int, tuple[int, int]] = {}
+        self.produced: dict[int, tuple[int, Any]] = {}
         self.keep: list[Any] = []  # every result, so that no id is reused while recording
         self.depth = 0
         self.host_read: str | None = None
@@ -132,8 +132,14 @@ class Recorder:
             self.calls.append((name, function, self._encode(args), self._encode(kwargs),
                                _where()))
             for position, array in enumerate(out if isinstance(out, tuple) else (out,)):
-                if isinstance(array, _ARRAYS):
+                if isinstance(array, (*_ARRAYS, QuantizedPrimitive)):
                     self.produced[id(array)] = (index, position)
+                if isinstance(array, QuantizedPrimitive):
+                    # Its new parts are results too, at positions of their own, which a replay
+                    # fills in (an array it was given keeps its first reference).
+                    for part, value in enumerate(_parts(array)):
+                        if id(value) not in self.produced and id(value) not in self.inputs:
+                            self.produced[id(value)] = (index, (position, part))
             self.keep.append(out)
             return out
 
@@ -142,6 +148,15 @@ class Recorder:
     def _encode(self, value: Any) -> Any:
         if isinstance(value, _ARRAYS):
             return self.ref(value)
+        if isinstance(value, QuantizedPrimitive):
+            # A quantized operand: the result of a recorded quantize, or parts from outside
+            # (a quantized layer's weight), each referred to as an array is.
+            found = self.produced.get(id(value))
+            if found is not None:
+                return _Ref("out", *found)
+            values, scales, points = self._encode((value.values, value.scales,
+                                                   value.zero_points))
+            return QuantizedPrimitive(values, scales, points, value.scheme, value.shape)
         if isinstance(value, list | tuple):
             return type(value)(self._encode(v) for v in value)
         if isinstance(value, dict):
@@ -223,7 +238,7 @@ class NdArrayRecord:
         kept = {(r.index, r.position) for r in self.outputs
                 if type(r) is _Ref and r.kind == "out"}
         # The last call that reads each result: it is let go there (unless returned).
-        last: dict[tuple[int, int], int] = {}
+        last: dict[tuple[int, Any], int] = {}
         for index, (_, _, args, kwargs, _) in enumerate(recorder.calls):
             for ref in _found((args, kwargs), _Ref):
                 if ref.kind == "out":
@@ -250,16 +265,16 @@ class NdArrayRecord:
 
     def replay(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         backend = self.backend
-        results: dict[tuple[int, int], Any] = {}
+        results: dict[tuple[int, Any], Any] = {}
         pinned = []
         for index, (function, args, kwargs, drop, pin) in enumerate(self.program):
             out = function(backend, *_decode(args, inputs, results),
                            **_decode(kwargs, inputs, results))
-            if isinstance(out, tuple):
-                for position, value in enumerate(out):
-                    results[(index, position)] = value
-            else:
-                results[(index, 0)] = out
+            for position, value in enumerate(out if isinstance(out, tuple) else (out,)):
+                results[(index, position)] = value
+                if isinstance(value, QuantizedPrimitive):
+                    for part, array in enumerate(_parts(value)):
+                        results[(index, (position, part))] = array
             if pin:
                 pinned.append(out)
             for key in drop:
@@ -272,8 +287,14 @@ class NdArrayRecord:
         self.consts = []
 
 
+def _parts(q: QuantizedPrimitive) -> tuple[Any, ...]:
+    """The arrays of a quantized operand, in a fixed order."""
+    return (q.values, q.scales) if q.zero_points is None else \
+        (q.values, q.scales, q.zero_points)
+
+
 def _decode(value: Any, inputs: Sequence[np.ndarray],
-            results: dict[tuple[int, int], Any]) -> Any:
+            results: dict[tuple[int, Any], Any]) -> Any:
     kind = type(value)
     if kind is _Ref:
         if value.kind == "in":
@@ -287,6 +308,10 @@ def _decode(value: Any, inputs: Sequence[np.ndarray],
         return kind(_decode(v, inputs, results) for v in value)
     if kind is dict:
         return {k: _decode(v, inputs, results) for k, v in value.items()}
+    if kind is QuantizedPrimitive:
+        values, scales, points = _decode((value.values, value.scales, value.zero_points),
+                                         inputs, results)
+        return QuantizedPrimitive(values, scales, points, value.scheme, value.shape)
     return value
 
 
@@ -297,6 +322,8 @@ def _found(value: Any, kind: type):
     elif isinstance(value, list | tuple):
         for v in value:
             yield from _found(v, kind)
+    elif isinstance(value, QuantizedPrimitive):
+        yield from _found((value.values, value.scales, value.zero_points), kind)
     elif isinstance(value, dict):
         for v in value.values():
             yield from _found(v, kind)

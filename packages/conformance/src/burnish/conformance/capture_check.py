@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from burnish.backend import AutodiffOps, Backend
+from burnish.backend import AutodiffOps, Backend, QuantizedPrimitive
 from burnish.backend.decorator import WrapsDevices, forward_ops, on_inner_device
 from burnish.device import Device
 from burnish.errors import CaptureError, UnsupportedError
@@ -235,15 +235,18 @@ def _replay_inputs(record: Any, leaves: list[Any]) -> list[Any]:
 
 def _is_primitive(x: Any) -> bool:
     """Whether ``x`` is a backend primitive: anything with a shape but ``TensorData`` (NumPy
-    arrays are ndarray's primitives; op arguments never hold host data otherwise)."""
-    return hasattr(x, "shape") and not isinstance(x, TensorData)
+    arrays are ndarray's primitives; op arguments never hold host data otherwise). A
+    ``QuantizedPrimitive`` is not one: it holds several."""
+    return hasattr(x, "shape") and not isinstance(x, TensorData | QuantizedPrimitive)
 
 
 def _primitives(value: Any) -> Iterator[Any]:
     """The primitives in ``value``, in order: op arguments nest them in lists and tuples (cat
-    and stack take lists), results in tuples."""
+    and stack take lists), results in tuples, quantized operands in a ``QuantizedPrimitive``."""
     if _is_primitive(value):
         yield value
+    elif isinstance(value, QuantizedPrimitive):
+        yield from _primitives((value.values, value.scales, value.zero_points))
     elif isinstance(value, list | tuple):
         for item in value:
             yield from _primitives(item)
@@ -256,6 +259,10 @@ def _rebuild(value: Any, replacements: Iterator[Any]) -> Any:
     """``value`` with each primitive replaced by the next of ``replacements``."""
     if _is_primitive(value):
         return next(replacements)
+    if isinstance(value, QuantizedPrimitive):
+        values, scales, points = _rebuild((value.values, value.scales, value.zero_points),
+                                          replacements)
+        return QuantizedPrimitive(values, scales, points, value.scheme, value.shape)
     if isinstance(value, list | tuple):
         return type(value)(_rebuild(item, replacements) for item in value)
     return value

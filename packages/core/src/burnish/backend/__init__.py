@@ -17,12 +17,13 @@ from burnish.backend.layout_ops import LayoutOps, Ranges
 from burnish.backend.module_ops import ModuleOps
 from burnish.backend.numeric_ops import NumericOps
 from burnish.backend.optim_ops import OptimOps
+from burnish.backend.quant_ops import QuantizedPrimitive, QuantOps
 from burnish.backend.recurrent_ops import RecurrentOps
 
 
 class Backend(
     BackendBase, LayoutOps, NumericOps, FloatOps, IntOps, BoolOps, ModuleOps, ActivationOps,
-    AttentionOps, OptimOps, RecurrentOps,
+    AttentionOps, OptimOps, RecurrentOps, QuantOps,
 ):
     """The whole protocol. Subclass it, implement the abstract methods, register it (plugins)."""
 
@@ -38,5 +39,5 @@ def required_ops() -> list[str]:
 __all__ = [
     "ActivationOps", "AttentionOps", "AutodiffOps", "Backend", "BackendBase", "BoolOps",
     "FloatOps", "IntOps", "LayoutOps", "ModuleOps", "NumericOps", "OptimOps", "Primitive",
-    "Ranges", "RecurrentOps", "Scalar", "required_ops",
+    "QuantOps", "QuantizedPrimitive", "Ranges", "RecurrentOps", "Scalar", "required_ops",
 ]

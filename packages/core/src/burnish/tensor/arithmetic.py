@@ -443,8 +443,13 @@ class ArithmeticMixin:
 
     def matmul(self, other: Tensor) -> Tensor:
         """Matrix product. 2-d and up: over the last two dims, batch dims broadcast; a 1-d
-        operand is a vector (as in NumPy and PyTorch)."""
+        operand is a vector (as in NumPy and PyTorch). A ``QuantizedTensor`` operand gives
+        ``burnish.quantization.matmul``."""
         if type(other) is not _core.Tensor:
+            from burnish.quantization import QuantizedTensor, matmul
+
+            if isinstance(other, QuantizedTensor):
+                return matmul(self, other)
             raise TypeError(f"matmul: expected a Tensor, got {type(other).__name__}")
         if _amp.entered and (low := _amp.state.dtype) is not None:
             self, other = _amp.low(self, low), _amp.low(other, low)

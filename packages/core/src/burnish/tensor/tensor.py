@@ -26,6 +26,7 @@ from burnish.tensor.reduction import ReductionMixin
 
 if TYPE_CHECKING:
     from burnish.backend import Backend
+    from burnish.quantization import QuantizedTensor, QuantScheme
     from burnish.tensor_data import TensorData
 
 
@@ -157,6 +158,15 @@ class Tensor(CreationMixin, ArithmeticMixin, InPlaceMixin, ReductionMixin, Layou
     def double(self) -> Tensor:
         """Cast to float64."""
         return self.cast(float64)
+
+    def quantize(self, scheme: QuantScheme | None = None, *, scales: Tensor | None = None,
+                 zero_points: Tensor | None = None) -> QuantizedTensor:
+        """This float tensor as a ``QuantizedTensor`` under ``scheme`` (a
+        ``burnish.quantization.QuantScheme``; int8 per tensor, symmetric by default), with
+        scales from its minimum and maximum unless given (``burnish.quantization.quantize``)."""
+        from burnish.quantization import quantize
+
+        return quantize(self, scheme, scales=scales, zero_points=zero_points)
 
     # -- devices and backends -----------------------------------------------------------------
 

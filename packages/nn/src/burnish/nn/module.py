@@ -104,8 +104,14 @@ class Module:
 
     def map(self, mapper: ParamMapper) -> Self:
         """A copy whose every parameter is ``mapper(name, param)`` (Burn's ``ModuleMapper``);
-        containers are copied, constants shared."""
+        containers are copied, constants shared (a module holding tensors that are not
+        parameters moves them along in ``map_constants``)."""
         return _map_module(self, "", mapper)
+
+    def map_constants(self, path: str, mapper: ParamMapper) -> None:
+        """Called on each copy ``map`` makes, after its parameters are mapped: a module whose
+        constants hold tensors (a quantized layer's integers) puts them where ``mapper`` put
+        its parameters. Nothing by default."""
 
     def num_params(self) -> int:
         """The number of scalar values in all parameters, frozen ones included."""
@@ -420,6 +426,7 @@ def _map_module(module: Module, path: str, mapper: ParamMapper) -> Any:
     copy = object.__new__(type(module))
     for key, item in vars(module).items():
         copy.__dict__[key] = _map_value(item, join(path, key), mapper)
+    copy.map_constants(path, mapper)
     return copy
 
 

@@ -44,11 +44,14 @@ MAX_FRAME = 16 << 20
 
 DTYPE, DISTRIBUTION, DEVICE, DATA = 2, 3, 4, 5
 
-#: Protocol methods a client never sends: answered by the client itself (devices, dtypes),
-#: or requests of their own (reads, waits, moves between servers).
+#: Protocol methods a client never sends: answered by the client itself (devices, dtypes; the
+#: quantized ops, whose operands bundle several primitives, by the protocol's defaults, which
+#: send the ops they are made of), or requests of their own (reads, waits, moves between
+#: servers).
 LOCAL = frozenset({"devices", "default_device", "_device_of", "dtypes", "describe_device",
                    "unsupported_reason", "fuser", "capturer", "into_data", "read", "sync",
-                   "to_device"})
+                   "to_device", "quantize_params", "quantize", "dequantize", "quantized_matmul",
+                   "quantized_linear", "quantized_conv"})
 
 
 def _protocol_ops() -> dict[str, tuple[str, ...]]:

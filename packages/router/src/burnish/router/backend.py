@@ -7,7 +7,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from burnish.backend import AutodiffOps, Backend
+from burnish.backend import AutodiffOps, Backend, QuantOps
 from burnish.backend.decorator import DEVICE_METHODS
 from burnish.device import Device
 from burnish.dtype import DType
@@ -58,6 +58,15 @@ class Router(Backend):
     _devices: list[Device] | None
     #: The router's device for each member device, made once.
     _wrapped: dict[Device, Device]
+
+    # A quantized operand is a bundle of primitives (``QuantizedPrimitive``), which routing
+    # does not look into: the protocol's defaults compose these ops from routed ones.
+    quantize_params = QuantOps.quantize_params
+    quantize = QuantOps.quantize
+    dequantize = QuantOps.dequantize
+    quantized_matmul = QuantOps.quantized_matmul
+    quantized_linear = QuantOps.quantized_linear
+    quantized_conv = QuantOps.quantized_conv
 
     def __new__(cls, members: Sequence[Backend]) -> Router:
         members = tuple(members)
