@@ -11,7 +11,7 @@ import numpy as np
 
 from burnish import Tensor
 from burnish.backend.autodiff_ops import AutodiffOps
-from burnish.cuda.distributed.buckets import Collective, bucketed
+from burnish.distributed.buckets import Collective, bucketed
 from burnish.errors import AutodiffError
 
 
