@@ -89,21 +89,26 @@ def gradients(out: Path, bucket_bytes: str = "400") -> None:
                                         for i, p in enumerate(params)})
 
 
-def die(out: Path, victim: str = "1") -> None:
-    """Rank ``victim`` is killed before the first collective; the others wait in it."""
+def die(out: Path, victim: str = "1", how: str = "kill") -> None:
+    """Rank ``victim`` is killed (``how="kill"``) or hangs (``"hang"``) before a collective that
+    the others wait in: they raise naming it, write the error and end the job (MPI_Abort)."""
     import os
     import signal
+    import time
 
     comm = init()
     device = bn.backend("ndarray").default_device()
     comm.barrier()
     if comm.rank == int(victim):
-        os.kill(os.getpid(), signal.SIGKILL)
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(120)
     try:
         comm.all_reduce(Tensor.from_data(np.ones(3, np.float32), device))
     except Exception as error:
         (out / f"error-{comm.rank}.txt").write_text(f"{type(error).__name__}: {error}")
         comm.abort()
+        raise SystemExit(1) from error
     (out / f"done-{comm.rank}.txt").write_text("no error")
 
 

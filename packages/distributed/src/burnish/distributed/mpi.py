@@ -125,7 +125,7 @@ class MpiCommunicator:
     def broadcast(self, tensor: Tensor, root: int = 0) -> Tensor:
         """Rank ``root``'s ``tensor`` on every rank, as a new tensor (any dtype)."""
         check_root(root, self.world_size)
-        array = np.ascontiguousarray(_host(tensor))
+        array = np.array(_host(tensor), order="C")  # a copy: MPI writes into it
         self._wait(self._comm.Ibcast(array, root=root), "broadcast")
         return _tensor(array, tensor)
 
