@@ -170,5 +170,17 @@ def mnist(out: Path, run_dir: str, epochs: str = "2", resume: str = "0") -> None
     _ = DataLoader  # the single-process loader is ShardedLoader's base
 
 
+def nccl(out: Path) -> None:
+    """Joined through NCCL from torchrun's variables alone (the rendezvous on MASTER_ADDR):
+    collectives on cuda:LOCAL_RANK, then the whole-batch gradient check of ``gradients``."""
+    comm = init("nccl")
+    r, w = comm.rank, comm.world_size
+    x = Tensor.full([3], float(r + 1), comm.device)
+    np.savez(out / f"nccl-{r}.npz", sum=comm.all_reduce(x).to_numpy(),
+             gather=comm.all_gather(x).to_numpy(),
+             device=np.array(str(comm.device)))
+    comm.close()
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]](Path(sys.argv[2]), *sys.argv[3:])

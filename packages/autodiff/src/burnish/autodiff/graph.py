@@ -133,7 +133,16 @@ def on_gradient_ready(callback: GradientReady) -> Iterator[None]:
     Leaves are made before the ops that use them, so the plain traversal reaches them only at
     its end; with a callback, each leaf is reported when its consumers are done, so that a
     data-parallel trainer can start reducing the last layers' gradients while the first
-    layers' are still being computed (what PyTorch's DDP does with its autograd hooks)."""
+    layers' are still being computed (what PyTorch's DDP does with its autograd hooks).
+    Blocks nest: inside another, both callbacks are called, the outer one first."""
+    outer = _ready_callback.get()
+    if outer is not None:  # blocks nest: the outer callback still hears of every leaf
+        inner_callback = callback
+
+        def callback(leaf_id: int, grad: Any) -> None:
+            outer(leaf_id, grad)
+            inner_callback(leaf_id, grad)
+
     token = _ready_callback.set(callback)
     try:
         yield

@@ -1,0 +1,270 @@
+"""Data parallelism through ``burnish.distributed.init()``: processes started as torchrun starts
+them (environment variables only), NCCL bootstrapped through the rendezvous on MASTER_ADDR.
+
+    python bench/bench_distributed.py                      # 1 GPU, then 2: gpt and mnist
+    python bench/bench_distributed.py --nproc 4 --models gpt --steps 50
+    python bench/bench_distributed.py --json dist.json
+    torchrun --nproc-per-node 2 bench/bench_distributed.py --worker gpt   # one world, by torchrun
+
+Without ``--worker`` the script is its own launcher: for each world size (1, then ``--nproc``)
+it starts that many copies of itself with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set, as torchrun does, and nothing
+else; each joins with ``burnish.distributed.init("nccl")`` on ``cuda:LOCAL_RANK``.
+
+- **gpt**: bench_train.py's GPT-style model (6 blocks, d_model 512, seq 256, vocab 8192), batch
+  ``--batch`` (16) per GPU, AdamW. Each rank times ``--steps`` training steps after
+  ``--warmup``: forward, backward with gradient buckets all-reduced as they are ready
+  (``GradientReducer``), AdamW. Reported: tokens/s of the whole world, its ratio to one GPU's
+  (the issue's target: at least 1.8x on two GPUs), and the same with the gradients all-reduced
+  after backward (``all_reduce_gradients``, no overlap). Before timing, the ranks check that
+  their reduced gradients equal one process's gradients of the whole (world x batch) batch.
+- **mnist**: examples/mnist's CNN trained by the Learner for ``--epochs`` epochs on the MNIST
+  test set shipped in burnish-train (8000 images to train, 2000 to validate; the full MNIST
+  when ``BURNISH_MNIST_DIR`` is set), global batch 64 split over the ranks by
+  ``ShardedLoader``: the validation accuracy of each world size, which should agree within a
+  point (dropout draws differ with the shard shapes).
+
+The exit status is 1 when a check fails (gradients, accuracy, every rank holding the same
+model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def launch(world: int, worker_args: list[str], timeout: float) -> list[dict]:
+    """``world`` copies of this script as ``--worker``, torchrun's variables set; their JSON
+    results in rank order."""
+    port = free_port()
+    out = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-distributed-{os.getpid()}-{port}"
+    out.mkdir(parents=True, exist_ok=True)
+    processes = []
+    for rank in range(world):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world),
+               "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world),
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        processes.append(subprocess.Popen(
+            [sys.executable, __file__, *worker_args, "--out", str(out)], env=env))
+    deadline = time.monotonic() + timeout
+    codes = []
+    for process in processes:
+        try:
+            codes.append(process.wait(max(1.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            for other in processes:
+                other.kill()
+            raise SystemExit(f"world {world}: the ranks ran past {timeout} s") from None
+    if any(codes):
+        raise SystemExit(f"world {world}: exit codes {codes}")
+    return [json.loads((out / f"rank-{rank}.json").read_text()) for rank in range(world)]
+
+
+# -- the ranks -----------------------------------------------------------------------------------
+
+
+def gpt_worker(args: argparse.Namespace) -> dict:
+    import burnish as bn
+    from burnish import Tensor
+    from burnish.distributed import GradientReducer, init
+
+    import train_models as models
+
+    comm = init("nccl")
+    rank, world = comm.rank, comm.world_size
+    device = bn.backend("autodiff+cuda").devices()[comm.device.index]
+    spec = models.SPECS["gpt"]
+    sizes = dict(spec.full)
+    sizes["batch"] = args.batch
+    bn.seed(0)
+    model = comm.broadcast_module(models.burnish_model("gpt", sizes, device))
+    loss_of = models.burnish_loss("gpt", sizes, device)
+    optimizer = models.burnish_optimizer(spec, False)
+    params = sum(p.val().numel() for p in model.params())
+    # Every rank draws the same world x batch sequences and takes its slice.
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, sizes["vocab"], (world * args.batch, sizes["seq"] + 1))
+    mine = slice(rank * args.batch, (rank + 1) * args.batch)
+    x, y = (Tensor.from_data(ids[mine, :-1], device), Tensor.from_data(ids[mine, 1:], device))
+
+    reducer = GradientReducer(comm, model)
+    check = None
+    if world > 1:  # the reduced gradients against this process's of the whole batch
+        with reducer.overlap(model):
+            grads = loss_of(model, x, y).backward()
+        grads = reducer.gradients(grads)
+        full = loss_of(model, Tensor.from_data(ids[:, :-1], device),
+                       Tensor.from_data(ids[:, 1:], device)).backward()
+        check = max(float(np.abs(p.val().grad(grads).to_numpy()
+                                 - p.val().grad(full).to_numpy()).max())
+                    for p in model.params())
+
+    def step(model, overlap: bool):
+        if overlap:
+            with reducer.overlap(model):
+                loss = loss_of(model, x, y)
+                grads = loss.backward()
+            grads = reducer.gradients(grads)
+        else:
+            loss = loss_of(model, x, y)
+            grads = comm.all_reduce_gradients(loss.backward(), model)
+        return optimizer.step(spec.lr, model, grads), loss
+
+    results = {"rank": rank, "world": world, "params": params, "grad_check": check,
+               "buckets": len(reducer.buckets)}
+    for overlap in (True, False):
+        for _ in range(args.warmup):
+            model, loss = step(model, overlap)
+        loss.item()
+        comm.barrier()
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            model, loss = step(model, overlap)
+        loss.item()  # waits for the GPU
+        comm.barrier()
+        took = time.perf_counter() - start
+        key = "overlap" if overlap else "after_backward"
+        results[key] = {"steps_per_s": args.steps / took,
+                        "tokens_per_s": args.steps * world * args.batch * sizes["seq"] / took}
+    checksum = sum(float(p.val().sum().item()) for p in model.params())
+    results["checksum"] = checksum
+    comm.close()
+    return results
+
+
+def mnist_worker(args: argparse.Namespace) -> dict:
+    import burnish as bn
+    from burnish import optim
+    from burnish.data import MnistBatcher, MnistDataset, PartialDataset
+    from burnish.distributed import ShardedLoader, init
+    from burnish.train import AccuracyMetric, LearnerBuilder, LossMetric
+
+    sys.path.insert(0, str(HERE.parent / "examples" / "mnist"))
+    from model import CnnConfig
+
+    comm = init("nccl")
+    device = bn.backend("autodiff+cuda").devices()[comm.device.index]
+    if os.environ.get("BURNISH_MNIST_DIR"):
+        root = os.environ["BURNISH_MNIST_DIR"]
+        train_set, valid_set = MnistDataset("train", root=root), MnistDataset("test", root=root)
+    else:
+        test = MnistDataset("test", embedded=True)
+        train_set, valid_set = PartialDataset(test, 0, 8000), PartialDataset(test, 8000, 10000)
+    bn.seed(0)
+    model = CnnConfig().init(device)
+    share = {"rank": comm.rank, "world_size": comm.world_size}
+    train = ShardedLoader(train_set, MnistBatcher(), 64, shuffle=True, seed=1, device=device,
+                          **share)
+    valid = ShardedLoader(valid_set, MnistBatcher(), 500, device=device, **share)
+    run_dir = Path(args.out) / f"mnist-{comm.world_size}"
+    start = time.perf_counter()
+    learner = (LearnerBuilder(run_dir).metrics(LossMetric(), AccuracyMetric())
+               .num_epochs(args.epochs).checkpoint(keep_last=1).output("none")
+               .distributed(comm).build(model, optim.Adam(), 1e-3))
+    model = learner.fit(train, valid)
+    took = time.perf_counter() - start
+    checksum = sum(float(p.val().sum().item()) for p in model.params())
+    return {"rank": comm.rank, "world": comm.world_size, "seconds": took, "checksum": checksum,
+            "accuracy": learner.log.epochs["valid"]["accuracy"][-1]}
+
+
+WORKERS = {"gpt": gpt_worker, "mnist": mnist_worker}
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+
+def report(name: str, runs: dict[int, list[dict]]) -> tuple[list[str], bool]:
+    lines, ok = [f"## {name}"], True
+    for world, ranks in runs.items():
+        sums = {round(r["checksum"], 3) for r in ranks}
+        if len(sums) > 1:
+            ok = False
+            lines.append(f"FAIL: world {world}: the ranks' models differ (checksums {sums})")
+    if name == "gpt":
+        base = runs[1][0]["overlap"]["tokens_per_s"]
+        lines.append(f"parameters: {runs[1][0]['params']:,}; buckets of 25 MiB: "
+                     f"{runs[1][0]['buckets']}")
+        lines.append("| GPUs | tokens/s (overlap) | x 1 GPU | tokens/s (after backward) | "
+                     "x 1 GPU | max grad diff vs whole batch |")
+        lines.append("|---|---|---|---|---|---|")
+        for world, ranks in runs.items():
+            first = ranks[0]
+            check = max((r["grad_check"] or 0.0) for r in ranks) if world > 1 else None
+            if check is not None and check > 1e-3:
+                ok = False
+            lines.append(
+                f"| {world} | {first['overlap']['tokens_per_s']:,.0f} | "
+                f"{first['overlap']['tokens_per_s'] / base:.2f} | "
+                f"{first['after_backward']['tokens_per_s']:,.0f} | "
+                f"{first['after_backward']['tokens_per_s'] / runs[1][0]['after_backward']['tokens_per_s']:.2f} | "  # noqa: E501
+                f"{'-' if check is None else f'{check:.2e}'} |")
+    else:
+        lines.append("| GPUs | validation accuracy | seconds |")
+        lines.append("|---|---|---|")
+        accuracies = []
+        for world, ranks in runs.items():
+            accuracies.append(ranks[0]["accuracy"])
+            lines.append(f"| {world} | {ranks[0]['accuracy']:.2f}% | {ranks[0]['seconds']:.1f} |")
+        if max(accuracies) - min(accuracies) > 1.0:
+            ok = False
+            lines.append("FAIL: the accuracies differ by more than a point")
+    return lines, ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nproc", type=int, default=2, help="GPUs of the larger world")
+    parser.add_argument("--models", nargs="+", default=["gpt", "mnist"], choices=list(WORKERS))
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=16, help="GPT sequences per GPU")
+    parser.add_argument("--epochs", type=int, default=2, help="MNIST epochs")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:  # one rank, started by this script or by torchrun
+        result = WORKERS[args.worker](args)
+        if args.out:
+            Path(args.out, f"rank-{result['rank']}.json").write_text(json.dumps(result))
+        else:
+            print(json.dumps(result))
+        return 0
+    common = ["--steps", str(args.steps), "--warmup", str(args.warmup), "--batch",
+              str(args.batch), "--epochs", str(args.epochs)]
+    lines, ok, everything = [], True, {}
+    for name in args.models:
+        runs = {world: launch(world, ["--worker", name, *common], args.timeout)
+                for world in sorted({1, args.nproc})}
+        everything[name] = runs
+        section, passed = report(name, runs)
+        lines += section + [""]
+        ok &= passed
+        print("\n".join(section), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(everything, indent=1))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
