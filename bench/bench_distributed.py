@@ -82,11 +82,11 @@ def launch(world: int, worker_args: list[str], timeout: float) -> list[dict]:
 
 
 def gpt_worker(args: argparse.Namespace) -> dict:
+    import train_models as models
+
     import burnish as bn
     from burnish import Tensor
     from burnish.distributed import GradientReducer, init
-
-    import train_models as models
 
     comm = init("nccl")
     rank, world = comm.rank, comm.world_size

@@ -172,9 +172,9 @@ def mnist(out: Path, run_dir: str, epochs: str = "2", resume: str = "0") -> None
 
 def nccl(out: Path) -> None:
     """Joined through NCCL from torchrun's variables alone (the rendezvous on MASTER_ADDR):
-    collectives on cuda:LOCAL_RANK, then the whole-batch gradient check of ``gradients``."""
+    an all-reduce and an all-gather on cuda:LOCAL_RANK."""
     comm = init("nccl")
-    r, w = comm.rank, comm.world_size
+    r = comm.rank
     x = Tensor.full([3], float(r + 1), comm.device)
     np.savez(out / f"nccl-{r}.npz", sum=comm.all_reduce(x).to_numpy(),
              gather=comm.all_gather(x).to_numpy(),

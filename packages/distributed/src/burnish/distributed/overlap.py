@@ -42,19 +42,31 @@ class GradientReducer:
 
     Buckets hold the trained parameters in reverse order (the last layer's gradients are final
     first), one dtype each, up to ``bucket_bytes``. A bucket starts (``all_reduce_start``) once
-    every parameter in it has its final gradient; parameters that got none on this rank are
-    zeros, and a parameter no rank had a gradient for gets none (the optimizer leaves it alone).
-    Every rank must hold the same module structure (the buckets are planned from it), so make
-    a new reducer when the parameters change identity (``optimizer.step`` keeps their ids and
-    node ids change each step, so the reducer is re-bound from ``module`` on every ``overlap``).
+    every parameter in it has its final gradient, buckets in order on every rank (MPI and NCCL
+    match collectives by their order); the ones still waiting at the end of the pass (with
+    parameters that got no gradient on this rank, as zeros) start in ``gradients``. Every
+    parameter then has the mean gradient; with ``find_unused=True`` a small extra reduction
+    finds the parameters no rank had a gradient for, which then get none (the optimizer leaves
+    them alone, as without data parallelism), at the cost of reading its result on the host
+    each step. Every rank must hold the same module structure (the buckets are planned from it);
+    ``overlap(module)`` re-binds to the model after each optimizer step (new autodiff leaves).
+
+    What overlaps: with NCCL a bucket's all-reduce is enqueued on the GPU's stream as soon as
+    the host has enqueued the kernels that finish it, so the host goes on enqueueing the rest
+    of the backward pass while the GPU works through both in order (the collective and the
+    later backward kernels share the stream: they do not run at the same time on the GPU).
+    With MPI the bucket is copied to the host and ``MPI_Iallreduce`` starts on it; MPI moves it
+    forward whenever a later bucket starts or polls (``progress``), or on its own progress
+    thread where the library runs one (MPICH: ``MPIR_CVAR_ASYNC_PROGRESS=1``).
     """
 
     def __init__(self, communicator: Communicator, module: Any,
-                 bucket_bytes: int = DEFAULT_BUCKET_BYTES):
+                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, find_unused: bool = False):
         if bucket_bytes < 1:
             raise ValueError(f"GradientReducer: bucket_bytes must be positive, got {bucket_bytes}")
         self.communicator = communicator
         self.bucket_bytes = bucket_bytes
+        self.find_unused = find_unused
         self._bind(module)
 
     def _bind(self, module: Any) -> None:
@@ -118,7 +130,7 @@ class GradientReducer:
                 self._start(self._buckets[self._next])
                 self._next += 1
         elif hasattr(self.communicator, "progress"):
-            self.communicator.progress()  # type: ignore[attr-defined]
+            self.communicator.progress()
 
     def _start(self, bucket: _Bucket) -> None:
         tensors = []
@@ -141,7 +153,9 @@ class GradientReducer:
         for bucket in self._buckets:
             for i in bucket.indices:
                 present[i] = i in bucket.grads
-        if self.communicator.world_size > 1 and self._leaves:
+        if not self.find_unused:
+            present[:] = 1
+        elif self.communicator.world_size > 1 and self._leaves:
             # Which parameters some rank has a gradient for: one small reduction on every rank.
             flags = Tensor.from_data(present, self._leaves[0].inner().device)
             present = self.communicator.all_reduce(flags, "max").to_numpy()

@@ -11,8 +11,8 @@ from burnish import Tensor
 from burnish.backend.autodiff_ops import AutodiffOps
 from burnish.cuda import runtime as cuda_runtime
 from burnish.cuda.backend import CudaBackend
-from burnish.distributed import gradients
 from burnish.device import Device
+from burnish.distributed import buckets, gradients
 from burnish.distributed.communicator import Pending
 from burnish.dtype import DType, int32
 from burnish.errors import DeviceError, DTypeError, UnsupportedError
@@ -195,10 +195,11 @@ class Communicator:
         return wrap(self._all_reduce([prim], op)[0])
 
     def all_reduce_start(self, tensors: Sequence[Tensor], op: str = "sum") -> Pending:
-        """``all_reduce`` of each tensor, enqueued now in one NCCL group; ``wait()`` returns the
-        results (already enqueued on the device's stream, so it does not block)."""
-        tensors = list(tensors)
-        results = self._all_reduce_tensors(tensors, op) if tensors else []
+        """``all_reduce`` of each tensor, in one flat buffer per dtype and one NCCL group,
+        enqueued now; ``wait()`` returns the results (already enqueued on the device's stream,
+        so it does not block)."""
+        results = buckets.bucketed(list(tensors),
+                                   lambda flats: self._all_reduce_tensors(flats, op))
         return Pending(lambda: results)
 
     def all_gather(self, tensor: Tensor) -> Tensor:
