@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 import socket
 import time
+from datetime import timedelta
 from typing import Any
 
 from burnish.distributed.communicator import DistributedError
@@ -13,6 +16,9 @@ from burnish.distributed.launcher import Job
 #: NCCL's unique id is 128 bytes; the rendezvous reads no more than this from a peer.
 ID_BYTES = 128
 _MAGIC = b"burnish-nccl-id:"
+#: Each exchange of a job (every rank makes them in the same order) has a key of its own in
+#: torch's store.
+_exchanges = itertools.count()
 
 
 def exchange_unique_id(job: Job, make_id: Any, timeout: float = 300.0) -> bytes:
@@ -22,12 +28,17 @@ def exchange_unique_id(job: Job, make_id: Any, timeout: float = 300.0) -> bytes:
     ``timeout`` seconds have passed (rank 0 may start last).
 
     The rendezvous moves one fixed-size message each way and nothing else (NCCL makes its own
-    connections from the id). Raises DistributedError naming the address when the rendezvous
-    cannot be made in time, ValueError when the job has no ``MASTER_ADDR``/``MASTER_PORT``."""
+    connections from the id). Under torchrun, whose agent already serves a key-value store on
+    ``MASTER_PORT`` (``TORCHELASTIC_USE_AGENT_STORE=True``), the id goes through that store
+    instead, with torch's client (torchrun comes with torch). Raises DistributedError naming
+    the address when the rendezvous cannot be made in time, ValueError when the job has no
+    ``MASTER_ADDR``/``MASTER_PORT``."""
     if job.master_addr is None or job.master_port is None:
         raise ValueError(f"joining NCCL through a rendezvous needs MASTER_ADDR and MASTER_PORT "
                          f"(rank {job.rank} of {job.world_size}, launcher {job.launcher}); set "
                          f"them, or start the job with mpiexec to exchange the id through MPI")
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return _through_torch_store(job, make_id, timeout)
     address = (job.master_addr, job.master_port)
     deadline = time.monotonic() + timeout
     if job.rank == 0:
@@ -37,6 +48,25 @@ def exchange_unique_id(job: Job, make_id: Any, timeout: float = 300.0) -> bytes:
         _serve(ident, address, job.world_size - 1, deadline)
         return ident
     return _fetch(address, deadline, job.rank)
+
+
+def _through_torch_store(job: Job, make_id: Any, timeout: float) -> bytes:
+    """The id through torchrun's agent store: rank 0 sets it, the others wait for the key."""
+    from torch.distributed import TCPStore
+
+    key = f"burnish/nccl-unique-id/{next(_exchanges)}"
+    store = TCPStore(job.master_addr, job.master_port, job.world_size, False,
+                     timedelta(seconds=timeout))
+    if job.rank == 0:
+        ident = bytes(make_id())
+        store.set(key, ident)
+        return ident
+    try:
+        return bytes(store.get(key))
+    except RuntimeError as error:  # torch's timeout
+        raise DistributedError(f"NCCL rendezvous: rank {job.rank} did not get rank 0's id from "
+                               f"torchrun's store at {job.master_addr}:{job.master_port} "
+                               f"({error})", [0]) from error
 
 
 def _serve(ident: bytes, address: tuple[str, int], peers: int, deadline: float) -> None:
