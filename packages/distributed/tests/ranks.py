@@ -90,8 +90,10 @@ def gradients(out: Path, bucket_bytes: str = "400") -> None:
 
 
 def die(out: Path, victim: str = "1", how: str = "kill") -> None:
-    """Rank ``victim`` is killed (``how="kill"``) or hangs (``"hang"``) before a collective that
-    the others wait in: they raise naming it, write the error and end the job (MPI_Abort)."""
+    """Rank ``victim`` is killed (``how="kill"``), exits (``"exit"``) or hangs (``"hang"``)
+    before a collective that the others wait in. After a hang, the others catch the error,
+    write it and end the job (``abort``); otherwise the error is left uncaught, and the process
+    ends the job as it exits."""
     import os
     import signal
     import time
@@ -102,13 +104,18 @@ def die(out: Path, victim: str = "1", how: str = "kill") -> None:
     if comm.rank == int(victim):
         if how == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if how == "exit":
+            os._exit(3)
         time.sleep(120)
-    try:
+    if how != "hang":
         comm.all_reduce(Tensor.from_data(np.ones(3, np.float32), device))
-    except Exception as error:
-        (out / f"error-{comm.rank}.txt").write_text(f"{type(error).__name__}: {error}")
-        comm.abort()
-        raise SystemExit(1) from error
+    else:
+        try:
+            comm.all_reduce(Tensor.from_data(np.ones(3, np.float32), device))
+        except Exception as error:
+            (out / f"error-{comm.rank}.txt").write_text(f"{type(error).__name__}: {error}")
+            comm.abort()
+            raise SystemExit(1) from error
     (out / f"done-{comm.rank}.txt").write_text("no error")
 
 

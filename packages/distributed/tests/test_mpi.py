@@ -23,11 +23,11 @@ if MPIEXEC is None:
 
 
 def run(ranks: int, *args: str, timeout: float = 240, env: dict | None = None,
-        check: bool = True) -> subprocess.CompletedProcess:
+        check: bool = True, mpiexec_flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     """``ranks.py ARGS`` on ``ranks`` processes (mpiexec), or on this one process for 0."""
     command = [sys.executable, str(RANKS), *args]
     if ranks:
-        command = [MPIEXEC, "-n", str(ranks), *command]
+        command = [MPIEXEC, *mpiexec_flags, "-n", str(ranks), *command]
     environ = {k: v for k, v in os.environ.items()
                if not k.startswith(("PMI_", "OMPI_", "SLURM_")) and k not in ("RANK",
                                                                             "WORLD_SIZE")}
@@ -122,3 +122,16 @@ def test_a_killed_rank_ends_the_job(tmp_path):
     assert done.returncode != 0
     assert time.monotonic() - start < 30
     assert not list(tmp_path.glob("done-*.txt"))  # no rank went on as if nothing happened
+
+
+def test_a_dead_rank_is_named_when_the_launcher_leaves_the_others_running(tmp_path):
+    # MPICH's -disable-auto-cleanup: as srun without --kill-on-bad-exit, the launcher does not
+    # end the job; the others' collective times out, names rank 1, and their exit ends the job.
+    start = time.monotonic()
+    done = run(3, "die", str(tmp_path), "1", "exit", env={"BURNISH_DISTRIBUTED_TIMEOUT": "2"},
+               check=False, timeout=60, mpiexec_flags=("-disable-auto-cleanup",))
+    assert done.returncode != 0
+    assert time.monotonic() - start < 30
+    assert "rank 1 did not answer" in done.stderr, done.stdout + done.stderr
+    assert "DistributedError" in done.stderr
+    assert not list(tmp_path.glob("done-*.txt"))

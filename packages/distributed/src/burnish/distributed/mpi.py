@@ -4,6 +4,7 @@ answer."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import time
@@ -63,7 +64,8 @@ class MpiCommunicator:
 
     Every wait is bounded: a collective that has not completed after ``timeout`` seconds (a
     rank died, hangs, or called other collectives) raises ``DistributedError`` naming the ranks
-    that did not answer a probe (``error.ranks``). Launchers that end the whole job when one
+    that did not answer a probe (``error.ranks``), and the process then ends the whole job when
+    it exits (``MPI_Abort``; a normal exit would wait in ``MPI_Finalize`` for the dead rank). Launchers that end the whole job when one
     process dies (mpiexec's default) do so first; the timeout is for the others (``srun``
     without ``--kill-on-bad-exit``, a hung rank).
     """
@@ -205,6 +207,9 @@ class MpiCommunicator:
                 who = (f"rank {', '.join(map(str, silent))} did not answer (dead, hung, or "
                        f"calling other collectives)") if silent else (
                        "every rank answers, but they called different collectives")
+                # MPI_Finalize at exit would wait for the silent ranks: once the error has been
+                # reported (Python prints it before running atexit), end the job instead.
+                atexit.register(self.abort)
                 raise DistributedError(
                     f"{name} on rank {self.rank} of {self.world_size} did not complete within "
                     f"{self.timeout:g} s: {who}", silent)

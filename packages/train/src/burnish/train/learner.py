@@ -239,7 +239,9 @@ class Learner:
         for iteration, batch in enumerate(loader, first):
             if iteration <= skip:  # other iterables: read the batches done and leave them
                 continue
-            bn.seed(self.seed * 1_000_003 + self.position.step * 1_009 + pending)
+            # Each rank its own draws (dropout masks), as one process draws one per sample.
+            bn.seed(self.seed * 1_000_003 + self.position.step * 1_009 + pending
+                    + self.rank * 7_919)
             last = total is not None and iteration == total
             lr = self.scheduler.lr(self.scheduler.iteration)
             if self._captured is not None:  # forward, backward and update as one captured step
