@@ -74,15 +74,22 @@ def launch(world: int, worker_args: list[str], timeout: float, launcher: str = "
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
         processes.append(subprocess.Popen(
             [sys.executable, __file__, *worker_args, "--out", str(out)], env=env))
+    # As torchrun's agent does: when a rank fails, the others (which may wait in a collective
+    # for it) are stopped after a grace period; so are all of them after the timeout.
     deadline = time.monotonic() + timeout
-    codes = []
-    for process in processes:
-        try:
-            codes.append(process.wait(max(1.0, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
-            for other in processes:
-                other.kill()
-            raise SystemExit(f"world {world}: the ranks ran past {timeout} s") from None
+    failed_at = None
+    while any(p.poll() is None for p in processes):
+        codes = [p.poll() for p in processes]
+        if failed_at is None and any(code not in (None, 0) for code in codes):
+            failed_at = time.monotonic()
+        if time.monotonic() > deadline or (failed_at and time.monotonic() > failed_at + 10):
+            for process in processes:
+                process.kill()
+            late = "ran past" if failed_at is None else "failed; the others were stopped after"
+            raise SystemExit(f"world {world}: a rank {late} {timeout if failed_at is None else 10}"
+                             f" s (exit codes {[p.wait() for p in processes]})")
+        time.sleep(0.2)
+    codes = [p.returncode for p in processes]
     if any(codes):
         raise SystemExit(f"world {world}: exit codes {codes}")
     return [json.loads((out / f"rank-{rank}.json").read_text()) for rank in range(world)]
