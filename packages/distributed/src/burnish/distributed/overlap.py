@@ -80,6 +80,12 @@ class GradientReducer:
                     f"('autodiff+{leaf.backend.name}')")
         self._leaves = leaves
         self._index = {leaf.primitive.node.leaf_id: i for i, leaf in enumerate(leaves)}
+        # After an optimizer step only the leaves are new: the plan stays while the parameters'
+        # shapes and dtypes do.
+        layout = [(leaf.dtype, tuple(leaf.dims())) for leaf in leaves]
+        if layout == getattr(self, "_layout", None):
+            return
+        self._layout = layout
         self._buckets: list[_Bucket] = []
         self._bucket_of: dict[int, _Bucket] = {}
         current: _Bucket | None = None
