@@ -89,11 +89,12 @@ def gradients(out: Path, bucket_bytes: str = "400") -> None:
                                         for i, p in enumerate(params)})
 
 
-def die(out: Path, victim: str = "1", how: str = "kill") -> None:
+def die(out: Path, victim: str = "1", how: str = "kill", late: str = "0") -> None:
     """Rank ``victim`` is killed (``how="kill"``), exits (``"exit"``) or hangs (``"hang"``)
-    before a collective that the others wait in. After a hang, the others catch the error,
-    write it and end the job (``abort``); otherwise the error is left uncaught, and the process
-    ends the job as it exits."""
+    before a collective that the others wait in; the last rank joins it ``late`` seconds after
+    the others. After a hang, the others catch the error, write it and end the job
+    (``abort``); otherwise the error is left uncaught, and the process ends the job as it
+    exits."""
     import os
     import signal
     import time
@@ -107,6 +108,8 @@ def die(out: Path, victim: str = "1", how: str = "kill") -> None:
         if how == "exit":
             os._exit(3)
         time.sleep(120)
+    if comm.rank == comm.world_size - 1:
+        time.sleep(float(late))
     if how != "hang":
         comm.all_reduce(Tensor.from_data(np.ones(3, np.float32), device))
     else:

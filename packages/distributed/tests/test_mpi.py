@@ -127,9 +127,12 @@ def test_a_killed_rank_ends_the_job(tmp_path):
 def test_a_dead_rank_is_named_when_the_launcher_leaves_the_others_running(tmp_path):
     # MPICH's -disable-auto-cleanup: as srun without --kill-on-bad-exit, the launcher does not
     # end the job; the others' collective times out, names rank 1, and their exit ends the job.
+    # Rank 2 joins the collective 3.5 s late, after rank 0 has timed out (2 s) and while it
+    # probes (3 s): waiting, it answers, so that rank 1 alone is named.
     start = time.monotonic()
-    done = run(3, "die", str(tmp_path), "1", "exit", env={"BURNISH_DISTRIBUTED_TIMEOUT": "2"},
-               check=False, timeout=60, mpiexec_flags=("-disable-auto-cleanup",))
+    done = run(3, "die", str(tmp_path), "1", "exit", "3.5",
+               env={"BURNISH_DISTRIBUTED_TIMEOUT": "2"}, check=False, timeout=60,
+               mpiexec_flags=("-disable-auto-cleanup",))
     assert done.returncode != 0
     assert time.monotonic() - start < 30
     assert "rank 1 did not answer" in done.stderr, done.stdout + done.stderr

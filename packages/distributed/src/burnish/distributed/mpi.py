@@ -28,6 +28,7 @@ DEFAULT_TIMEOUT_S = 300.0
 #: Seconds the ranks that timed out spend finding out which others still answer.
 PROBE_S = 3.0
 _PROBE_TAG = 7207
+_REPLY_TAG = 7208
 
 
 def load_mpi() -> Any:
@@ -65,9 +66,9 @@ class MpiCommunicator:
     Every wait is bounded: a collective that has not completed after ``timeout`` seconds (a
     rank died, hangs, or called other collectives) raises ``DistributedError`` naming the ranks
     that did not answer a probe (``error.ranks``), and the process then ends the whole job when
-    it exits (``MPI_Abort``; a normal exit would wait in ``MPI_Finalize`` for the dead rank). Launchers that end the whole job when one
-    process dies (mpiexec's default) do so first; the timeout is for the others (``srun``
-    without ``--kill-on-bad-exit``, a hung rank).
+    it exits (``MPI_Abort``; a normal exit would wait in ``MPI_Finalize`` for the dead rank).
+    Launchers that end the whole job when one process dies (mpiexec's default) do so first;
+    the timeout is for the others (``srun`` without ``--kill-on-bad-exit``, a hung rank).
     """
 
     def __init__(self, comm: Any = None, timeout: float | None = None):
@@ -80,6 +81,7 @@ class MpiCommunicator:
         if not self.timeout > 0:
             raise ValueError(f"MpiCommunicator: timeout must be positive, got {timeout}")
         self._in_flight: list[Any] = []
+        self._replies: list[Any] = []  # probes' and replies' sends, kept until they complete
 
     def __repr__(self) -> str:
         return f"MpiCommunicator(rank={self.rank}, world_size={self.world_size})"
@@ -185,7 +187,11 @@ class MpiCommunicator:
     def abort(self, code: int = 1) -> None:
         """End every rank's process (``MPI_Abort``), after an error that leaves the job unable
         to go on."""
+        sys.stdout.flush()
         sys.stderr.flush()
+        # The launcher forwards what the ranks wrote on its own time and stops forwarding when
+        # it ends the job: a moment for the error just printed to reach the user.
+        time.sleep(1.0)
         self._mpi.COMM_WORLD.Abort(code)
 
     def __enter__(self) -> MpiCommunicator:
@@ -198,7 +204,8 @@ class MpiCommunicator:
     # -- waiting ----------------------------------------------------------------------------
 
     def _wait(self, request: Any, name: str) -> None:
-        """Wait for ``request`` (polling, so the wait can end), then raise on the timeout."""
+        """Wait for ``request`` (polling, so the wait can end, and answering the probes of
+        ranks that timed out), then raise on the timeout."""
         deadline = time.monotonic() + self.timeout
         pause = 0.0
         while not request.Test():
@@ -213,6 +220,8 @@ class MpiCommunicator:
                 raise DistributedError(
                     f"{name} on rank {self.rank} of {self.world_size} did not complete within "
                     f"{self.timeout:g} s: {who}", silent)
+            if pause:  # waiting for a while: another rank may be asking who is alive
+                self._answer_probes()
             time.sleep(pause)
             pause = min(0.005, pause + 0.0002)
         if request in self._in_flight:
@@ -223,21 +232,31 @@ class MpiCommunicator:
         only inside its calls, unless its library runs a progress thread)."""
         self._in_flight = [r for r in self._in_flight if not r.Test()]
 
+    def _answer_probes(self) -> None:
+        """Reply to every probe that has arrived: this rank is alive and waiting."""
+        status = self._mpi.Status()
+        while self._probe.Iprobe(source=self._mpi.ANY_SOURCE, tag=_PROBE_TAG, status=status):
+            source = status.Get_source()
+            self._probe.Recv(np.zeros(1, np.int8), source=source, tag=_PROBE_TAG)
+            self._replies.append(self._probe.Isend(np.ones(1, np.int8), dest=source,
+                                                   tag=_REPLY_TAG))
+
     def _silent_ranks(self) -> list[int]:
-        """The ranks that do not answer a probe within ``PROBE_S``: each rank that timed out
-        sends one to every other and listens for theirs."""
+        """The ranks that do not reply within ``PROBE_S`` to a probe sent to each of them: a
+        rank waiting in a collective replies (while it waits, and while it probes in turn); a
+        dead or hung one, or one busy elsewhere, does not."""
         others = [r for r in range(self.world_size) if r != self.rank]
         token = np.ones(1, np.int8)
-        sends = [self._probe.Isend(token, dest=r, tag=_PROBE_TAG) for r in others]
+        self._replies += [self._probe.Isend(token, dest=r, tag=_PROBE_TAG) for r in others]
         buffers = {r: np.zeros(1, np.int8) for r in others}
-        receives = {r: self._probe.Irecv(buffers[r], source=r, tag=_PROBE_TAG) for r in others}
+        receives = {r: self._probe.Irecv(buffers[r], source=r, tag=_REPLY_TAG) for r in others}
         deadline = time.monotonic() + PROBE_S
         answered: set[int] = set()
         while time.monotonic() < deadline and len(answered) < len(others):
+            self._answer_probes()
             answered |= {r for r, req in receives.items() if r not in answered and req.Test()}
             time.sleep(0.01)
-        del sends  # left pending: the job is ending
-        return [r for r in others if r not in answered]
+        return [r for r in others if r not in answered]  # sends left pending: the job ends
 
 
 def _host(tensor: Tensor) -> np.ndarray:
