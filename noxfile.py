@@ -121,6 +121,8 @@ def tests(session: nox.Session) -> None:
     # for the text examples.
     # nox: tests/test_release.py runs the bump session's function on a copy of the tree.
     session.install("pytest", "rich>=13", "pexpect", "nox", *EXAMPLE_REQUIREMENTS)
+    # burnish-distributed's tests start ranks with mpiexec: mpi4py and the mpich wheel's MPI.
+    session.install("mpi4py>=4", "mpich>=4")
     paths = [str(p) for p in sorted(PACKAGES.glob("*/tests"))] + [str(ROOT / "tests")]
     # importlib mode: test files of the same name in two packages do not collide. pytest's exit
     # status 5 (no tests collected) fails the session like any other non-zero status.

@@ -70,7 +70,7 @@ def sibling_pins(root: Path) -> list[tuple[str, str, str]]:
 
 def test_every_distribution_has_the_tree_version(noxfile):
     version = noxfile.tree_version()
-    assert len(PYPROJECTS) == 17
+    assert len(PYPROJECTS) == 18
     assert versions(ROOT) == dict.fromkeys(versions(ROOT), version)
 
 

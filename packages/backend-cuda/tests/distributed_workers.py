@@ -64,6 +64,11 @@ def collectives(comm: distributed.Communicator) -> dict[str, object]:
     out["broadcast"] = comm.broadcast(Tensor.full([5], float(rank), device),
                                       root=world - 1).to_numpy()
     out["broadcast_bool"] = comm.broadcast(Tensor.full([3], rank == 0, device, "bool")).to_numpy()
+    out["all_gather"] = comm.all_gather(mine[0]).to_numpy()
+    chunks = Tensor.arange(4 * world, device=device).float().reshape([2 * world, 2]) * (rank + 1)
+    out["reduce_scatter"] = comm.reduce_scatter(chunks).to_numpy()
+    out["reduce_scatter_mean"] = comm.reduce_scatter(chunks, "mean").to_numpy()
+    out["started"] = [t.to_numpy() for t in comm.all_reduce_start([mine, mine * 2]).wait()]
     tracked = Tensor.full([2], float(rank + 1), f"autodiff+cuda:{device.index}").require_grad()
     reduced = comm.all_reduce(tracked)
     out["autodiff"] = (reduced.backend.name, reduced.is_require_grad(), reduced.to_numpy())

@@ -133,6 +133,14 @@ def _check_collectives(results: list[dict] | dict, world: int) -> None:
         np.testing.assert_array_equal(r["view"], np.arange(6.0).reshape(2, 3).T * total)
         np.testing.assert_array_equal(r["broadcast"], np.full(5, world - 1, np.float32))
         np.testing.assert_array_equal(r["broadcast_bool"], np.ones(3, bool))
+        np.testing.assert_array_equal(
+            r["all_gather"], np.stack([np.full(2, k + 1, np.float32) for k in range(world)]))
+        chunks = np.arange(4 * world, dtype=np.float32).reshape(2 * world, 2) * total
+        mine = chunks[2 * r["rank"]:2 * r["rank"] + 2]
+        np.testing.assert_array_equal(r["reduce_scatter"], mine)
+        np.testing.assert_allclose(r["reduce_scatter_mean"], mine / world, rtol=1e-6)
+        np.testing.assert_array_equal(r["started"][0], np.full((3, 2), total, np.float32))
+        np.testing.assert_array_equal(r["started"][1], np.full((3, 2), 2 * total, np.float32))
         backend, tracked, values = r["autodiff"]
         assert (backend, tracked) == ("autodiff+cuda", False)
         np.testing.assert_array_equal(values, np.full(2, total, np.float32))

@@ -18,7 +18,8 @@ import burnish.functional as F
 from burnish import Tensor, nn, optim
 from burnish.autodiff import Gradients
 from burnish.cuda import distributed
-from burnish.cuda.distributed import buckets, gradients, processes
+from burnish.cuda.distributed import processes
+from burnish.distributed import buckets, gradients
 from burnish.errors import AutodiffError, DeviceError, DTypeError, UnsupportedError
 from burnish.optim import GradientsParams
 

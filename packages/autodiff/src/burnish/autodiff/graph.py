@@ -10,8 +10,10 @@ graph that is still referenced after backward no longer holds its saved values.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from burnish.dtype import DType
@@ -115,18 +117,63 @@ class _Out:
 OUT = _Out()
 
 
+#: ``callback(leaf_id, gradient)`` of ``on_gradient_ready``: called by ``backward`` as soon as a
+#: leaf's gradient is final, while the rest of the graph is still being run backward.
+GradientReady = Callable[[int, Any], None]
+_ready_callback: contextvars.ContextVar[GradientReady | None] = contextvars.ContextVar(
+    "burnish_autodiff_gradient_ready", default=None)
+
+
+@contextlib.contextmanager
+def on_gradient_ready(callback: GradientReady) -> Iterator[None]:
+    """While the block runs, every ``backward()`` calls ``callback(leaf_id, gradient)`` for each
+    leaf that gets a gradient, as soon as the last node consuming that leaf has run (the inner
+    backend's primitive; the same value ``Gradients`` will hold), before the rest of the pass.
+
+    Leaves are made before the ops that use them, so the plain traversal reaches them only at
+    its end; with a callback, each leaf is reported when its consumers are done, so that a
+    data-parallel trainer can start reducing the last layers' gradients while the first
+    layers' are still being computed (what PyTorch's DDP does with its autograd hooks).
+    Blocks nest: inside another, both callbacks are called, the outer one first."""
+    outer = _ready_callback.get()
+    if outer is not None:  # blocks nest: the outer callback still hears of every leaf
+        inner_callback = callback
+
+        def callback(leaf_id: int, grad: Any) -> None:
+            outer(leaf_id, grad)
+            inner_callback(leaf_id, grad)
+
+    token = _ready_callback.set(callback)
+    try:
+        yield
+    finally:
+        _ready_callback.reset(token)
+
+
 def backward(inner: Any, root: Node, seed: Any, recomputes: bool = False) -> dict[int, Any]:
     """Run the graph behind ``root`` backward from the gradient ``seed`` (an inner primitive of
     ``root``'s shape); return the gradient of every leaf reached, by leaf id. Every non-leaf
     node run through is freed. ``recomputes``: nodes may hold states to recompute (balanced
-    checkpointing); without it their saved values are used as they are."""
+    checkpointing); without it their saved values are used as they are. Under
+    ``on_gradient_ready`` each leaf's gradient is reported as soon as it is final."""
     pending: dict[Node, Any] = {root: seed}
     found: dict[int, Any] = {}
-    for node in _topological(root):
+    order = _topological(root)
+    callback = _ready_callback.get()
+    # consumers[leaf]: the nodes left to run that feed it a gradient (only counted for a hook).
+    consumers: dict[Node, int] = {}
+    if callback is not None:
+        for node in order:
+            for parent in node.parents:
+                if parent is not None and parent.leaf_id:
+                    consumers[parent] = consumers.get(parent, 0) + 1
+    for node in order:
         grad = pending.pop(node, None)
         if node.leaf_id:
             if grad is not None:
                 found[node.leaf_id] = grad
+                if callback is not None and node not in consumers:  # the root is a leaf
+                    callback(node.leaf_id, grad)
             continue
         if grad is not None:
             saved = [_value(s, node) for s in node.saved] if recomputes else node.saved
@@ -144,6 +191,12 @@ def backward(inner: Any, root: Node, seed: Any, recomputes: bool = False) -> dic
                             inner.add(found_out, grad_out)
                 else:
                     pending[parent] = inner.add(before, parent_grad)
+        if callback is not None:
+            for parent in node.parents:
+                if parent is not None and parent.leaf_id:
+                    consumers[parent] -= 1
+                    if not consumers[parent] and parent in pending:
+                        callback(parent.leaf_id, pending[parent])
         node.free()
     return found
 

@@ -17,6 +17,7 @@ from typing import Any
 import burnish as bn
 from burnish.dtype import get_dtype
 from burnish.optim import ConstantLr, GradientsAccumulator, GradScaler, LrScheduler
+from burnish.train import data_parallel
 from burnish.train.checkpoint import Checkpointer, CheckpointInfo
 from burnish.train.early_stopping import EarlyStopping
 from burnish.train.metric import Metric, StepInfo
@@ -66,6 +67,14 @@ class Learner:
 
     What the run shows goes to ``renderer`` (a ``Renderer``: see its docstring for the calls
     and their order).
+
+    With a ``communicator`` (``LearnerBuilder.distributed``, or a process started by a launcher)
+    the model trains data-parallel: every rank starts from rank 0's weights, each step's
+    gradients are averaged over the ranks during the backward pass (``GradientReducer``),
+    epoch metrics are summed over the ranks' samples, rank 0 alone renders and writes logs and
+    checkpoints, every rank resumes from them, and early stopping decides alike on every rank.
+    Give each rank its share of the data with ``burnish.distributed.ShardedLoader``. Steps are
+    not captured then.
     """
 
     def __init__(self, run_dir: Path, model: Any, optimizer: Any, scheduler: LrScheduler, *,
@@ -73,7 +82,11 @@ class Learner:
                  num_epochs: int, grads_accumulation: int, checkpointer: Checkpointer | None,
                  early_stopping: EarlyStopping | None, train_step: StepFn, valid_step: StepFn,
                  seed: int, renderer: Renderer, capture: bool = True,
-                 autocast: bn.DType | None = None, scaler: GradScaler | None = None):
+                 autocast: bn.DType | None = None, scaler: GradScaler | None = None,
+                 communicator: Any = None):
+        self.communicator = communicator
+        self._reducer: Any = None
+        self.rank = 0 if communicator is None else communicator.rank
         self.run_dir = run_dir
         self.model = model
         self.optimizer = optimizer
@@ -94,7 +107,7 @@ class Learner:
         self.renderer = renderer
         self.capture = capture
         self._captured: tuple[Any, Any] | None = None  # the captured training and valid steps
-        self.log = MetricLog(run_dir)
+        self.log = MetricLog(self._log_dir())
         self.position = Position()
         self._stop_requested = False
         self._resumed_metrics: list[dict[str, Any]] | None = None
@@ -131,6 +144,9 @@ class Learner:
         """
         if not (resume and self.resume()) and self.position == Position():
             self._start_fresh()
+        if self.communicator is not None:
+            self.model = self.communicator.broadcast_module(self.model)
+            self._reducer = data_parallel.reducer(self.communicator, self.model)
         start = self.position
         epoch = start.epoch + 1 if start.epoch_done else start.epoch
         self.renderer.note(self._prepare_capture())
@@ -158,6 +174,9 @@ class Learner:
         self._captured = None
         if not self.capture:
             return "capture: off (LearnerBuilder.capture(False))"
+        if self.communicator is not None:
+            return (f"capture: off (data-parallel: rank {self.rank} of "
+                    f"{self.communicator.world_size}; gradients are reduced during backward)")
         params = self.model.params() if hasattr(self.model, "params") else []
         if not params:
             return "capture: off (the model has no parameters to find its device by)"
@@ -188,11 +207,19 @@ class Learner:
         return bn.Tensor.full([], float(lr), device=native if isinstance(native, bn.Device)
                               else self._device)
 
+    def _log_dir(self) -> Path:
+        """Where this rank's metric logs go: ``run_dir`` (rank 0's ``logs/``), or the rank's
+        own folder under it for the other ranks (their step values are their shares')."""
+        return self.run_dir if self.rank == 0 else self.run_dir / "ranks" / str(self.rank)
+
     def _start_fresh(self) -> None:
         self.log.close()
-        self.log = MetricLog(self.run_dir)
-        for folder in (self.log.directory, self.run_dir / "checkpoints"):
-            shutil.rmtree(folder, ignore_errors=True)
+        self.log = MetricLog(self._log_dir())
+        if self.rank == 0:
+            for folder in (self.log.directory, self.run_dir / "checkpoints"):
+                shutil.rmtree(folder, ignore_errors=True)
+        if self.communicator is not None:
+            self.communicator.barrier()  # no rank writes before rank 0 has cleared the run
 
     def _train_epoch(self, epoch: int, loader: Iterable[Any], skip: int) -> None:
         _set_epoch(loader, epoch)
@@ -212,7 +239,9 @@ class Learner:
         for iteration, batch in enumerate(loader, first):
             if iteration <= skip:  # other iterables: read the batches done and leave them
                 continue
-            bn.seed(self.seed * 1_000_003 + self.position.step * 1_009 + pending)
+            # Each rank its own draws (dropout masks), as one process draws one per sample.
+            bn.seed(self.seed * 1_000_003 + self.position.step * 1_009 + pending
+                    + self.rank * 7_919)
             last = total is not None and iteration == total
             lr = self.scheduler.lr(self.scheduler.iteration)
             if self._captured is not None:  # forward, backward and update as one captured step
@@ -222,12 +251,19 @@ class Learner:
             else:
                 output = self.train_step(self.model, batch)
                 loss = output.loss if self.scaler is None else self.scaler.scale(output.loss)
-                grads = loss.backward()
+                if self._reducer is not None and self.grads_accumulation == 1:
+                    with self._reducer.overlap(self.model):
+                        grads = loss.backward()
+                    grads = self._reducer.gradients(grads)
+                else:
+                    grads = loss.backward()
                 pending += 1
                 if pending == self.grads_accumulation or last:
                     if self.grads_accumulation > 1:
                         accumulator.accumulate(self.model, grads)
                         grads = accumulator.grads()
+                        if self.communicator is not None:
+                            grads = self.communicator.all_reduce_gradients(grads, self.model)
                     self._optimizer_step(grads)
                     pending = 0
                 else:
@@ -239,7 +275,10 @@ class Learner:
             if self._stop_requested and pending == 0:
                 self._interrupt()
         if pending:  # a loader without len: step on what the epoch's last batches gave
-            self._optimizer_step(accumulator.grads())
+            grads = accumulator.grads()
+            if self.communicator is not None:
+                grads = self.communicator.all_reduce_gradients(grads, self.model)
+            self._optimizer_step(grads)
         self.position.iteration = iteration
 
     def _optimizer_step(self, grads: Any) -> None:
@@ -286,6 +325,11 @@ class Learner:
         if not interrupted:
             splits.append(("valid", self.valid_metrics))
         for split, metrics in splits:
+            if self.communicator is not None:  # the epoch's values over every rank's samples
+                summed = data_parallel.sum_states(self.communicator,
+                                                  [metric.state() for metric in metrics])
+                for metric, state in zip(metrics, summed):
+                    metric.load_state(state)
             values = {metric.name: metric.value() for metric in metrics if metric.weight}
             if values:
                 self.log.log_epoch(split, values)
@@ -297,6 +341,8 @@ class Learner:
         stop = False
         if self.early_stopping is not None:
             stop = self.early_stopping.update(epoch_values)
+            if self.communicator is not None:
+                stop = data_parallel.agree(self.communicator, stop)
         self._checkpoint(epoch_values)
         return stop
 
@@ -315,7 +361,13 @@ class Learner:
         info = CheckpointInfo(f"epoch-{position.epoch}{suffix}", position.epoch,
                               position.iteration, position.step, position.epoch_done,
                               {k: v for k, v in metrics.items() if math.isfinite(v)}, state)
-        return self.checkpointer.save(info, self.model, self.optimizer, self.scheduler)
+        if self.communicator is None:
+            return self.checkpointer.save(info, self.model, self.optimizer, self.scheduler)
+        # Rank 0 writes; the others wait for it, so that every rank can resume from it.
+        path = (self.checkpointer.save(info, self.model, self.optimizer, self.scheduler)
+                if self.rank == 0 else None)
+        self.communicator.barrier()
+        return path
 
     def _interrupt(self) -> None:
         path = self._checkpoint({})
@@ -437,6 +489,18 @@ class LearnerBuilder:
         self._capture = True
         self._autocast: bn.DType | None = None
         self._scaler: GradScaler | None = None
+        self._communicator: Any = None
+        self._distributed: bool | None = None
+
+    def distributed(self, communicator: Any = None, enabled: bool = True) -> LearnerBuilder:
+        """Train data-parallel over ``communicator`` (a ``burnish.distributed.Communicator``;
+        by default ``burnish.distributed.init()``, the job the process was started in).
+        Without this call a process started by a launcher of several ranks (``WORLD_SIZE``,
+        ``OMPI_COMM_WORLD_SIZE``, ``PMI_SIZE`` or ``SLURM_NTASKS`` above 1) joins its job at
+        ``build``; ``distributed(enabled=False)`` trains alone even then."""
+        self._communicator = communicator
+        self._distributed = bool(enabled)
+        return self
 
     def metrics(self, *metrics: Metric) -> LearnerBuilder:
         """Track ``metrics`` on both splits (each split gets its own copy)."""
@@ -554,13 +618,21 @@ class LearnerBuilder:
                                         self._checkpoint["keep_last"], best_by, higher)
         if self._early_stopping is not None:
             self._early_stopping.resolve_mode(metrics)
+        communicator = self._communicator
+        if communicator is None and (self._distributed or (
+                self._distributed is None and data_parallel.launched_by_job())):
+            communicator = data_parallel.join()
+        output = self._output
+        if communicator is not None and communicator.rank != 0 and isinstance(output, str):
+            output = "none"  # rank 0 shows the run
         return Learner(self.run_dir, model, optimizer, scheduler,
                        train_metrics=self._train_metrics, valid_metrics=self._valid_metrics,
                        num_epochs=self._num_epochs, grads_accumulation=self._grads_accumulation,
                        checkpointer=checkpointer, early_stopping=self._early_stopping,
                        train_step=self._train_step, valid_step=self._valid_step,
-                       seed=self._seed, renderer=make_renderer(self._output),
-                       capture=self._capture, autocast=self._autocast, scaler=self._scaler)
+                       seed=self._seed, renderer=make_renderer(output),
+                       capture=self._capture, autocast=self._autocast, scaler=self._scaler,
+                       communicator=communicator)
 
 
 def _qualified(metric: str) -> str:

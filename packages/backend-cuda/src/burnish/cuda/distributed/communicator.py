@@ -11,8 +11,9 @@ from burnish import Tensor
 from burnish.backend.autodiff_ops import AutodiffOps
 from burnish.cuda import runtime as cuda_runtime
 from burnish.cuda.backend import CudaBackend
-from burnish.cuda.distributed import gradients
 from burnish.device import Device
+from burnish.distributed import buckets, gradients
+from burnish.distributed.communicator import Pending
 from burnish.dtype import DType, int32
 from burnish.errors import DeviceError, DTypeError, UnsupportedError
 from burnish.jit.tensor import JitTensor
@@ -132,7 +133,8 @@ def _is_fusion(backend: Any) -> bool:
 
 
 class Communicator:
-    """Rank ``rank`` of ``world_size`` processes, each driving one GPU: ``device`` (a device of
+    """The NCCL implementation of ``burnish.distributed.Communicator``: rank ``rank`` of
+    ``world_size`` processes, each driving one GPU: ``device`` (a device of
     the ``cuda`` backend, ``cuda:rank`` by default). Made by ``launch`` for the function it
     runs; processes started another way make it themselves from one shared ``unique_id()``.
 
@@ -191,6 +193,48 @@ class Communicator:
         prim, wrap = self._operand(tensor, "all_reduce")
         reduction(tensor.dtype, op)
         return wrap(self._all_reduce([prim], op)[0])
+
+    def all_reduce_start(self, tensors: Sequence[Tensor], op: str = "sum") -> Pending:
+        """``all_reduce`` of each tensor, in one flat buffer per dtype and one NCCL group,
+        enqueued now; ``wait()`` returns the results (already enqueued on the device's stream,
+        so it does not block)."""
+        results = buckets.bucketed(list(tensors),
+                                   lambda flats: self._all_reduce_tensors(flats, op))
+        return Pending(lambda: results)
+
+    def all_gather(self, tensor: Tensor) -> Tensor:
+        """Every rank's ``tensor`` stacked in rank order: shape ``[world_size, *shape]``."""
+        prim, wrap = self._operand(tensor, "all_gather")
+        x = self._backend.contiguous(prim)
+        out = self._backend.empty((self.world_size, *x.shape), x.dtype, x.device)
+        if x.numel:
+            with self._runtime.cuda_device:
+                self._comm.allGather(self._pointer(x), self._pointer(out),
+                                     x.numel * self._itemsize(x.dtype), self._nccl.NCCL_UINT8,
+                                     self._runtime.stream.ptr)
+        return wrap(out)
+
+    def reduce_scatter(self, tensor: Tensor, op: str = "sum") -> Tensor:
+        """Part ``rank`` (of ``world_size`` equal parts along the first dim) of the ``op`` over
+        the ranks. Raises ValueError when the first dim is not a multiple of the world size."""
+        reduction(tensor.dtype, op)
+        prim, wrap = self._operand(tensor, "reduce_scatter")
+        shape = tuple(prim.shape)
+        if not shape or shape[0] % self.world_size:
+            raise ValueError(f"reduce_scatter: the first dim of shape {list(shape)} must be a "
+                             f"multiple of the world size {self.world_size}")
+        x = self._backend.contiguous(prim)
+        out = self._backend.empty((shape[0] // self.world_size, *shape[1:]), x.dtype, x.device)
+        divide = op == "mean" and not self._avg
+        nccl_op = getattr(self._nccl, NCCL_OPS["sum" if divide else op])
+        if out.numel:
+            with self._runtime.cuda_device:
+                self._comm.reduceScatter(self._pointer(x), self._pointer(out), out.numel,
+                                         self._nccl_type(x.dtype), nccl_op,
+                                         self._runtime.stream.ptr)
+        if divide:
+            out = self._backend.mul_scalar(out, 1.0 / self.world_size, out.dtype)
+        return wrap(out)
 
     def broadcast(self, tensor: Tensor, root: int = 0) -> Tensor:
         """Rank ``root``'s ``tensor`` on every rank, as a new tensor. Every rank passes a tensor

@@ -11,7 +11,7 @@ import numpy as np
 
 from burnish import Tensor
 from burnish.backend.autodiff_ops import AutodiffOps
-from burnish.cuda.distributed.buckets import Collective, bucketed
+from burnish.distributed.buckets import Collective, bucketed
 from burnish.errors import AutodiffError
 
 
@@ -28,7 +28,7 @@ def trained_leaves(params_or_module: Any) -> list[tuple[str | None, Tensor]]:
     else:
         raise TypeError(f"expected a module or an iterable of Params or tensors, got "
                         f"{type(params_or_module).__name__}")
-    leaves = []
+    leaves: list[tuple[str | None, Tensor]] = []
     for item in items:
         if isinstance(item, Param):
             if item.require_grad:
@@ -90,7 +90,7 @@ def replace_params(module: Any, collective: Collective) -> Any:
         tensor = param.val()
         value = new[id(param)]
         if isinstance(tensor.backend, AutodiffOps):
-            value = Tensor.from_inner(value, tensor.backend)
+            value = Tensor.from_inner(value, tensor.backend)  # type: ignore[arg-type]
         return param.with_tensor(value)
 
     return module.map(mapper)
@@ -136,7 +136,7 @@ def _replace_leaf_grads(grads: Any, leaves: list[Tensor], values: list[Tensor]) 
 
     if not leaves:
         return grads  # nothing was reduced
-    inner = leaves[0].backend.inner_backend
+    inner = leaves[0].backend.inner_backend  # type: ignore[attr-defined]  # an autodiff leaf
     rest = grads.merge(Gradients(inner))  # a copy
     for leaf in leaves:
         leaf.grad_remove(rest)
