@@ -76,12 +76,19 @@ def gradients(out: Path, bucket_bytes: str = "400") -> None:
     with reducer.overlap(model):
         grads = loss(x[r * share:(r + 1) * share], y[r * share:(r + 1) * share]).backward()
     reduced = reducer.gradients(grads)
+    # A communicator that does not overlap (NCCL's kind): every bucket after the pass.
+    comm.overlaps_backward = False
+    with reducer.overlap(model):
+        grads = loss(x[r * share:(r + 1) * share], y[r * share:(r + 1) * share]).backward()
+    after = reducer.gradients(grads)
+    del comm.overlaps_backward
     plain = comm.all_reduce_gradients(
         loss(x[r * share:(r + 1) * share], y[r * share:(r + 1) * share]).backward(), model)
     params = [p.val() for p in model.params()]
     np.savez(out / f"rank-{r}.npz",
              buckets=np.array(len(reducer.buckets)),
              **{f"overlap{i}": p.grad(reduced).to_numpy() for i, p in enumerate(params)},
+             **{f"after{i}": p.grad(after).to_numpy() for i, p in enumerate(params)},
              **{f"plain{i}": p.grad(plain).to_numpy() for i, p in enumerate(params)})
     if r == 0:
         full = loss(x, y).backward()

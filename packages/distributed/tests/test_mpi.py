@@ -67,6 +67,7 @@ def test_reduced_gradients_are_the_whole_batch_gradients(tmp_path, world):
         assert got["buckets"] > 1  # small buckets: several, started during backward
         for i in range(6):
             np.testing.assert_allclose(got[f"overlap{i}"], single[f"grad{i}"], atol=1e-6)
+            np.testing.assert_allclose(got[f"after{i}"], single[f"grad{i}"], atol=1e-6)
             np.testing.assert_allclose(got[f"plain{i}"], single[f"grad{i}"], atol=1e-6)
 
 

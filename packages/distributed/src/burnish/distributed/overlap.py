@@ -51,10 +51,9 @@ class GradientReducer:
     each step. Every rank must hold the same module structure (the buckets are planned from it);
     ``overlap(module)`` re-binds to the model after each optimizer step (new autodiff leaves).
 
-    What overlaps: with NCCL a bucket's all-reduce is enqueued on the GPU's stream as soon as
-    the host has enqueued the kernels that finish it, so the host goes on enqueueing the rest
-    of the backward pass while the GPU works through both in order (the collective and the
-    later backward kernels share the stream: they do not run at the same time on the GPU).
+    What overlaps: a communicator whose ``overlaps_backward`` is False (NCCL, whose collectives
+    share the compute stream and would not run beside the backward kernels anyway) has every
+    bucket reduced after the pass: starting them early measured slower (bench/RESULTS.md).
     With MPI the bucket is copied to the host and ``MPI_Iallreduce`` starts on it; MPI moves it
     forward whenever a later bucket starts or polls (``progress``), or on its own progress
     thread where the library runs one (MPICH: ``MPIR_CVAR_ASYNC_PROGRESS=1``).
@@ -67,6 +66,7 @@ class GradientReducer:
         self.communicator = communicator
         self.bucket_bytes = bucket_bytes
         self.find_unused = find_unused
+        self._after = False
         self._bind(module)
 
     def _bind(self, module: Any) -> None:
@@ -119,6 +119,13 @@ class GradientReducer:
         for bucket in self._buckets:
             bucket.grads, bucket.pending = {}, None
         self._next = 0
+        # A communicator whose collectives queue behind the compute (NCCL on the compute
+        # stream) gains nothing from starting early, and the early starts cost: every bucket
+        # reduced after the pass instead (``gradients``).
+        self._after = not getattr(self.communicator, "overlaps_backward", True)
+        if self._after:
+            yield
+            return
         with on_gradient_ready(self._ready):
             yield
 
@@ -152,6 +159,11 @@ class GradientReducer:
         """``grads`` (what ``backward()`` returned under ``overlap``) with every trained
         parameter's gradient the mean over the ranks: waits for the buckets started during the
         pass and reduces the rest (those with parameters that got no gradient here)."""
+        if self._after:  # nothing started during the pass: the gradients come from grads
+            for i, leaf in enumerate(self._leaves):
+                grad = leaf.grad(grads)
+                if grad is not None:
+                    self._bucket_of[i].grads[i] = grad.primitive
         for bucket in self._buckets:
             if bucket.pending is None:
                 self._start(bucket)
