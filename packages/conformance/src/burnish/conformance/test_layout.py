@@ -146,11 +146,11 @@ def test_repeat_dim(device, dtype, times):
     assert_equal(x.repeat_dim(0, times), np.concatenate([a] * times or [a[:0]], axis=0), dtype)
 
 
+#: More inputs than one launch copies (an empty one among them): several launches.
+_MANY_INPUTS: list[tuple[int, ...]] = [(2, n, 3) for n in [1] * 9 + [0] + [2] * 9]
 CATS: list[tuple[list[tuple[int, ...]], int]] = [
     ([(2, 3), (4, 3)], 0), ([(2, 3), (2, 1), (2, 5)], 1), ([(2, 3), (2, 3)], -1),
-    ([(0, 3), (2, 3)], 0), ([(2, 2, 2)] * 5, 1), ([(4,)], 0),
-    # More inputs than one launch copies (an empty one among them): several launches.
-    ([(2, 1, 3)] * 9 + [(2, 0, 3)] + [(2, 2, 3)] * 9, 1)]
+    ([(0, 3), (2, 3)], 0), ([(2, 2, 2)] * 5, 1), ([(4,)], 0), (_MANY_INPUTS, 1)]
 
 
 @pytest.mark.parametrize(("shapes", "dim"), CATS, ids=[f"{len(s)}x-dim{d}" for s, d in CATS])
