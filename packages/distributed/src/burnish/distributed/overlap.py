@@ -52,8 +52,9 @@ class GradientReducer:
     ``overlap(module)`` re-binds to the model after each optimizer step (new autodiff leaves).
 
     What overlaps: a communicator whose ``overlaps_backward`` is False (NCCL, whose collectives
-    share the compute stream and would not run beside the backward kernels anyway) has every
-    bucket reduced after the pass: starting them early measured slower (bench/RESULTS.md).
+    share the compute stream and would not run beside the backward kernels anyway) has the
+    gradients reduced after the pass, one collective per dtype: starting buckets early measured
+    slower (bench/RESULTS.md).
     With MPI the bucket is copied to the host and ``MPI_Iallreduce`` starts on it; MPI moves it
     forward whenever a later bucket starts or polls (``progress``), or on its own progress
     thread where the library runs one (MPICH: ``MPIR_CVAR_ASYNC_PROGRESS=1``).
@@ -159,16 +160,24 @@ class GradientReducer:
         """``grads`` (what ``backward()`` returned under ``overlap``) with every trained
         parameter's gradient the mean over the ranks: waits for the buckets started during the
         pass and reduces the rest (those with parameters that got no gradient here)."""
-        if self._after:  # nothing started during the pass: the gradients come from grads
+        buckets = self._buckets
+        if self._after:
+            # Nothing started during the pass: the gradients come from grads, all of a dtype
+            # in one collective (as ``all_reduce_gradients``; smaller buckets would only add
+            # calls).
+            by_dtype: dict[Any, _Bucket] = {}
             for i, leaf in enumerate(self._leaves):
+                bucket = by_dtype.setdefault(leaf.dtype, _Bucket([]))
+                bucket.indices.append(i)
                 grad = leaf.grad(grads)
                 if grad is not None:
-                    self._bucket_of[i].grads[i] = grad.primitive
-        for bucket in self._buckets:
+                    bucket.grads[i] = grad.primitive
+            buckets = list(by_dtype.values())
+        for bucket in buckets:
             if bucket.pending is None:
                 self._start(bucket)
         present = np.zeros(len(self._leaves), np.float32)
-        for bucket in self._buckets:
+        for bucket in buckets:
             for i in bucket.indices:
                 present[i] = i in bucket.grads
         if not self.find_unused:
@@ -178,7 +187,7 @@ class GradientReducer:
             flags = Tensor.from_data(present, self._leaves[0].inner().device)
             present = self.communicator.all_reduce(flags, "max").to_numpy()
         reduced: dict[int, Tensor] = {}
-        for bucket in self._buckets:
+        for bucket in buckets:
             assert bucket.pending is not None
             for i, value in zip(bucket.indices, bucket.pending.wait()):
                 reduced[i] = value
