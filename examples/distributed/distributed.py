@@ -44,11 +44,12 @@ def main() -> int:
     args = parser.parse_args()
 
     job = detect_job()  # rank and world size from the launcher; a world of one without one
-    if args.data:
+    if args.data and any(args.data.glob("train-images-idx3-ubyte*")):
         train_set = MnistDataset("train", root=args.data)
         valid_set = MnistDataset("test", root=args.data)
-    else:
-        test = MnistDataset("test", embedded=True)
+    else:  # a folder of the test set alone, or the copy burnish-train ships: 8,000 and 2,000
+        test = (MnistDataset("test", root=args.data) if args.data
+                else MnistDataset("test", embedded=True))
         train_set, valid_set = PartialDataset(test, 0, 8000), PartialDataset(test, 8000, 10000)
     backend = bn.backend(args.backend)
     device = (backend.devices()[job.local_rank] if args.backend.endswith("cuda")

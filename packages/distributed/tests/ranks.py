@@ -159,12 +159,12 @@ def mnist(out: Path, run_dir: str, epochs: str = "2", resume: str = "0") -> None
     from burnish.train import AccuracyMetric, LearnerBuilder, LossMetric
 
     job = detect_job()
-    if os.environ.get("BURNISH_MNIST_DIR"):
-        root = os.environ["BURNISH_MNIST_DIR"]
+    root = os.environ.get("BURNISH_MNIST_DIR")
+    if root and any(Path(root).glob("train-images-idx3-ubyte*")):
         train_set = PartialDataset(MnistDataset("train", root=root), 0, 2400)
         valid_set = PartialDataset(MnistDataset("test", root=root), 0, 800)
-    else:
-        test = MnistDataset("test", embedded=True)
+    else:  # a folder of the test set alone (or none: the copy burnish-train ships)
+        test = MnistDataset("test", root=root) if root else MnistDataset("test", embedded=True)
         train_set, valid_set = PartialDataset(test, 0, 2400), PartialDataset(test, 2400, 3200)
     device = bn.backend(DEVICE).default_device()
     bn.seed(0)
