@@ -62,13 +62,19 @@ EXTRAS["web"] = "[browser]"
 #: gradients, and ndarray, wgpu, rocm and cpu with every op recorded and replayed
 #: (``--replay``). Each entry is a backend followed by options of the suite. The GPU backends run
 #: on whatever drivers the machine has (CI: Mesa's lavapipe for wgpu, PoCL for rocm); cpu needs a
-#: C compiler (its compiled kernels are cached under ~/.cache/burnish, shared by its runs).
-#: ``router(a,b)`` runs on a router over two backends, tensors made on the first one's device.
-#: remote runs against a loopback server running ndarray, started by burnish-remote's pytest
-#: plugin (a second process: the client and the server each take a core).
-#: The longest first: ``run_parallel`` runs them two or more at a time.
-CONFORMANCE_BACKENDS = ("rocm --replay", "autodiff+rocm", "rocm", "fusion+rocm",
-                        "autodiff+fusion+wgpu", "autodiff+cpu", "autodiff+wgpu",
+#: C compiler. ``router(a,b)`` runs on a router over two backends, tensors made on the first
+#: one's device. remote runs against a loopback server running ndarray, started by
+#: burnish-remote's pytest plugin (a second process: the client and the server each take a core).
+#: ``run_parallel`` runs them two or more at a time, in this order: the first entry on each of
+#: the driver backends (the autodiff one, which compiles the most kernels) runs before the others
+#: on that backend start, which then find its compiled kernels in the driver's disk cache
+#: (PoCL's, Mesa's, burnish.cpu's) instead of compiling them again side by side; on a fresh
+#: machine compiling is most of a PoCL run. Then the longest first.
+#: ``--sample N`` runs one case in N of each test (``nox -s conformance-full`` runs them all):
+#: the replays of rocm repeat, on the slowest driver, what ``wgpu --replay`` and
+#: ``cpu --replay`` check of the same burnish.jit runtime.
+CONFORMANCE_BACKENDS = ("autodiff+rocm", "autodiff+cpu", "autodiff+wgpu",
+                        "rocm --replay --sample 4", "fusion+rocm", "rocm", "autodiff+fusion+wgpu",
                         "autodiff+router(wgpu,ndarray)", "wgpu --replay", "wgpu",
                         "router(wgpu,ndarray)", "fusion+wgpu", "cpu --replay", "fusion+cpu",
                         "autodiff+remote", "cpu", "remote", "autodiff+router(ndarray,wgpu)",
@@ -135,6 +141,16 @@ def conformance(session: nox.Session) -> None:
     runs on every backend of ``CONFORMANCE_BACKENDS``, the autodiff ones running its gradient
     part too; a GPU backend without a driver is skipped with a warning, unless
     ``BURNISH_REQUIRE_BACKENDS`` names it (CI), where it fails."""
+    run_conformance(session, sample=True)
+
+
+@nox.session(name="conformance-full")
+def conformance_full(session: nox.Session) -> None:
+    """``conformance`` with every case of every entry (no ``--sample``): the nightly run."""
+    run_conformance(session, sample=False)
+
+
+def run_conformance(session: nox.Session, sample: bool) -> None:
     install_editable(session, "core", "backend-ndarray", "autodiff", "fusion", "router",
                      "conformance", "jit", "backend-wgpu", "backend-rocm", "backend-cpu", "remote")
     if session.posargs:
@@ -147,17 +163,30 @@ def conformance(session: nox.Session) -> None:
             session.warn(f"conformance: skipping {name} (needs {DRIVER_BACKENDS[name]}): {reason}")
             skipped.add(name)
     # An entry is skipped with every backend it names: autodiff+router(wgpu,ndarray) with wgpu.
-    entries = [entry for entry in CONFORMANCE_BACKENDS
-               if not skipped & set(re.findall(r"[\w-]+", entry.split()[0]))]
+    entries, drivers = [], []
+    for entry in CONFORMANCE_BACKENDS:
+        names = set(re.findall(r"[\w-]+", entry.split()[0]))
+        if not skipped & names:
+            entries.append(entry if sample else re.sub(r" --sample \d+", "", entry))
+            drivers.append(names & set(DRIVER_BACKENDS))
+    # Each entry waits for the first entry on its driver backend (one at most: none names two).
+    first = {}
+    for index, names in enumerate(drivers):
+        for name in names:
+            first.setdefault(name, index)
+    after = [next((first[name] for name in names if first[name] != index), None)
+             for index, names in enumerate(drivers)]
     run_parallel(session, [["-q", "-p", "no:cacheprovider", "--pyargs", "burnish.conformance",
-                            "--backend", *entry.split()] for entry in entries], entries)
+                            "--backend", *entry.split()] for entry in entries], entries, after)
 
 
-def run_parallel(session: nox.Session, runs: list[list[str]], names: list[str]) -> None:
+def run_parallel(session: nox.Session, runs: list[list[str]], names: list[str],
+                 after: list[int | None] | None = None) -> None:
     """pytest with each argument list of ``runs``, ``BURNISH_JOBS`` at once (the machine's cores
-    by default: the suite is single-threaded Python), each into a log of its own. A run's
-    closing line is printed as it ends, a failed run's whole log at the end, and the session
-    fails when any run failed."""
+    by default: the suite is single-threaded Python), each into a log of its own, in the order
+    given; ``after[i]``, where not None, is the index of a run that must end before run ``i``
+    starts. A run's closing line is printed as it ends, a failed run's whole log at the end,
+    and the session fails when any run failed."""
     if session.posargs or "--install-only" in sys.argv:
         return
     jobs = max(1, int(os.environ.get("BURNISH_JOBS", os.cpu_count() or 1)))
@@ -170,6 +199,8 @@ def run_parallel(session: nox.Session, runs: list[list[str]], names: list[str]) 
             env.pop(key, None)
         else:
             env[key] = value
+    after = after or [None] * len(runs)
+    assert all(first is None or first < index for index, first in enumerate(after))
 
     def run(index: int) -> tuple[int, Path, float]:
         log = logs / f"{index:02d}-{names[index].replace(' ', '_')}.log"
@@ -179,16 +210,24 @@ def run_parallel(session: nox.Session, runs: list[list[str]], names: list[str]) 
                                   stderr=subprocess.STDOUT, env=env, cwd=ROOT).returncode
         return code, log, time.monotonic() - start
 
-    failed = []
+    failed, waiting, ended = [], list(range(len(runs))), set()
+    running: dict[concurrent.futures.Future[tuple[int, Path, float]], int] = {}
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        futures = {pool.submit(run, i): i for i in range(len(runs))}
-        for future in concurrent.futures.as_completed(futures):
-            code, log, took = future.result()
-            lines = log.read_text(errors="replace").strip().splitlines()
-            name = names[futures[future]]
-            session.log(f"{name}: {lines[-1] if lines else 'no output'} ({took:.0f} s)")
-            if code:
-                failed.append((name, log))
+        while waiting or running:
+            ready = [i for i in waiting if after[i] is None or after[i] in ended]
+            for index in ready[:jobs - len(running)]:
+                waiting.remove(index)
+                running[pool.submit(run, index)] = index
+            done, _ = concurrent.futures.wait(running, return_when="FIRST_COMPLETED")
+            for future in done:
+                index = running.pop(future)
+                ended.add(index)
+                code, log, took = future.result()
+                lines = log.read_text(errors="replace").strip().splitlines()
+                session.log(f"{names[index]}: {lines[-1] if lines else 'no output'} "
+                            f"({took:.0f} s)")
+                if code:
+                    failed.append((names[index], log))
     for name, log in failed:
         print(f"----- {name} ({log}) -----\n{log.read_text(errors='replace')}", flush=True)
     if failed:

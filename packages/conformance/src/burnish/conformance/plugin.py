@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run every op of the backend recorded and replayed (burnish.capture's "
                          "recorder), the suite checking the replayed results; for backends with "
                          "a capturer (wgpu, rocm, cuda, fusion+ of them)")
+    group.addoption("--sample", type=int, default=1, metavar="N",
+                    help="run about one case in N of each test (at least one of each; which ones "
+                         "is fixed per test), deselecting the others: a quicker run that still "
+                         "reaches every test; default: 1, every case")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--sample") < 1:
+        raise pytest.UsageError(f"burnish conformance: --sample takes a count of 1 or more, "
+                                f"not {config.getoption('--sample')}")
     config.addinivalue_line(
         "markers", "conformance: a test of the backend under test (--backend); every test of "
         "burnish.conformance has it, and other suites may mark their own tests with it")
@@ -57,6 +65,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # one clear usage error instead of an error in every test.
     if any(item.get_closest_marker("conformance") for item in items):
         _resolve(config)
+    every = config.getoption("--sample")
+    if every > 1:
+        kept, dropped = _sample(items, every)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+
+
+def _sample(items: list[pytest.Item], every: int) -> tuple[list[pytest.Item], list[pytest.Item]]:
+    """One case in ``every`` of each conformance test function, the others dropped. The cases
+    kept start at an offset drawn from the test's name (the same on every run, different
+    between tests), so that a parameter's first value is not always the one that runs; a test
+    with fewer cases than that offset keeps its first one."""
+    cases: dict[tuple[str, str], list[int]] = {}
+    for index, item in enumerate(items):
+        if item.get_closest_marker("conformance") is not None:
+            function = getattr(item, "originalname", item.name)
+            cases.setdefault((str(item.path), function), []).append(index)
+    drop: set[int] = set()
+    for (path, function), indices in cases.items():
+        offset = zlib.crc32(f"{Path(path).name}::{function}".encode()) % every
+        keep = set(indices[offset::every]) or {indices[0]}
+        drop.update(i for i in indices if i not in keep)
+    return ([item for i, item in enumerate(items) if i not in drop],
+            [item for i, item in enumerate(items) if i in drop])
 
 
 def _resolve(config: pytest.Config) -> tuple[Any, Any]:
