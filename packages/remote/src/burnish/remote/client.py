@@ -68,10 +68,6 @@ class RemoteTensor:
         return f"RemoteTensor({self.connection.url}, #{self.id}, shape={self.shape})"
 
 
-def _tensor_id(value: Any) -> int | None:
-    return value.id if type(value) is RemoteTensor else None
-
-
 def raise_remote(error: list[Any], url: str) -> None:
     """Raise what the server at ``url`` reported: ``[type name, message]``."""
     name, message = str(error[0]), str(error[1])
@@ -153,7 +149,7 @@ class Connection:
         frees = self.frees[:count]
         del self.frees[:count]
         payloads: list[np.ndarray] = []
-        message = protocol.pack([ops, frees, request], _tensor_id, payloads)
+        message = protocol.pack([ops, frees, request], RemoteTensor, payloads)
         # The payloads' sizes follow the ops as a second msgpack value of the same frame.
         message += msgpack.packb([p.nbytes for p in payloads] if payloads else None)
         try:

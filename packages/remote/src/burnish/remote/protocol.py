@@ -108,14 +108,18 @@ _DTYPES = {dtype: msgpack.ExtType(DTYPE, dtype.name.encode()) for dtype in ALL_D
 _DEVICE = msgpack.ExtType(DEVICE, b"")
 
 
-def pack(message: Any, tensor_id: Any, payloads: list[np.ndarray] | None = None) -> bytes:
-    """``message`` as msgpack; ``tensor_id(x)`` gives the handle of a client primitive, and each
-    ``TensorData`` met is appended to ``payloads`` (its bytes travel after the message)."""
+def pack(message: Any, tensor_type: type | None,
+         payloads: list[np.ndarray] | None = None) -> bytes:
+    """``message`` as msgpack; a ``tensor_type`` (a client primitive) is sent as its handle
+    (its ``id``), and each ``TensorData`` met is appended to ``payloads`` (its bytes travel
+    after the message)."""
 
     def default(value: Any) -> Any:
-        handle = tensor_id(value)
-        if handle is not None:
-            return handle.to_bytes(8, "little")
+        kind = type(value)
+        if kind is tensor_type:  # every op has one or more: tested first
+            return value.id.to_bytes(8, "little")
+        if kind is DType:
+            return _DTYPES[value]
         if isinstance(value, DType):
             return _DTYPES[value]
         if isinstance(value, Device | DeviceRef):

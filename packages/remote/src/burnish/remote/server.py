@@ -23,7 +23,7 @@ from burnish.dtype import ALL_DTYPES, DType, get_dtype
 from burnish.errors import BurnishError
 from burnish.remote import protocol
 from burnish.remote.protocol import DEVICE_REF, OPS, DataRef, DeviceRef, Handle
-from burnish.remote.shapes import LIST, NONE, ONE, RULES, TUPLE
+from burnish.remote.shapes import LIST, NONE, ONE, RULES, TUPLE, same_shape
 from burnish.tensor_data import TensorData
 
 #: The default bound on one tensor's element count (4 GiB of float32).
@@ -274,6 +274,21 @@ class Session:
                     resolved.append(arg)
                 else:
                     resolved.append(self.resolve(arg, payloads))
+            if rule is same_shape:
+                # Elementwise ops, the commonest: the result has the shape of a tensor that
+                # exists, so it is within max_elements; checked and stored without calls.
+                shape = resolved[0].shape
+                expected = ONE, [shape]
+                result = method(*resolved)
+                made = getattr(result, "shape", None)
+                if made is None or made != shape and tuple(made) != tuple(shape):
+                    raise OpError(f"{name}: the server's backend made "
+                                  f"{_shapes_of(name, result)}, the shape rule says {[shape]}")
+                if self.limit is not None or first in tensors or first in self.poisoned:
+                    self.store(first, result)
+                else:
+                    tensors[first] = result
+                return expected
             if rule is not None:
                 expected = rule(*resolved)
             if expected is not None:
