@@ -302,7 +302,7 @@ class Session:
                         self.check_sizes(name, shapes, False)
                     result = method(*resolved)
                     made = getattr(result, "shape", None)
-                    if made is None or tuple(made) != shape:
+                    if made is None or made != shape and tuple(made) != tuple(shape):
                         raise OpError(f"{name}: the server's backend made "
                                       f"{_shapes_of(name, result)}, the shape rule says "
                                       f"{list(shapes)}")
