@@ -39,8 +39,8 @@ from burnish.tensor_data import TensorData
 
 #: The largest frame of tensor bytes; tensors bigger than this are sent in several. Small
 #: enough that websockets' copies of a frame (read buffer, slice, unmasking) stay in the CPU's
-#: cache: 256 KiB frames moved 256 MiB at 0.6-0.9 GB/s on a loopback, 4 MiB frames at 0.55-0.75
-#: (bench/RESULTS.md).
+#: cache: 256 MiB there and back moved at 0.9-1.3 GB/s in 256 KiB frames, 0.8 GB/s in 4 MiB
+#: ones, on a 2-core loopback (bench/RESULTS.md).
 CHUNK = 256 << 10
 #: How many bytes a connection asks its socket for at a time (websockets' default: 64 KiB, a
 #: loop of the reading thread for each).
