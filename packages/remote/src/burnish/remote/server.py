@@ -160,7 +160,8 @@ class Session:
         self.server = server
         self.connection = connection
         self.tensors: dict[int, Any] = {}
-        #: The bound on this client's bytes; without one, no sizes are kept.
+        #: The bound on this client's bytes, as the server's was when the client connected;
+        #: without one, no sizes are kept.
         self.limit = server.max_client_bytes
         self.sizes: dict[int, int] = {}
         self.bytes = 0
