@@ -106,6 +106,43 @@ def test_sizes_are_bounded(server):
     still_serving(server)
 
 
+def test_elementwise_ops_check_their_operands(server):
+    socket = raw(server)
+    error, _, _ = ask(socket, [["neg", 1, [2.0, F32]]], ["read", [1], ["float32"]])
+    assert error is not None  # a scalar where the tensor goes
+    error, _, _ = ask(socket, [["ones", 1, [[2], F32, DEVICE]], ["neg", -1, [handle(1), F32]]],
+                      ["sync"])
+    assert error is not None and "out of range" in error[1]
+    # An op on a failed op's result fails with that op's error, at every read of it.
+    ops = [["zeros", 2, [[-1], F32, DEVICE]], ["neg", 3, [handle(2), F32]],
+           ["mul_scalar", 4, [handle(3), 2.0, F32]]]
+    for _ in range(2):
+        error, _, _ = ask(socket, ops, ["read", [4], ["float32"]])
+        assert error is not None and "not a shape" in error[1]
+        ops = []
+    socket.close()
+    still_serving(server)
+
+
+def test_a_client_s_bytes_are_bounded():
+    with Server("ndarray", "127.0.0.1", 0, token="t", max_client_bytes=64) as running:
+        socket = raw(running, "t")
+        # Eight float32 are 32 bytes: two such tensors fit, a third does not.
+        error, _, _ = ask(socket, [["ones", 1, [[8], F32, DEVICE]],
+                                   ["neg", 2, [handle(1), F32]]], ["sync"])
+        assert error is None
+        error, _, _ = ask(socket, [["neg", 3, [handle(2), F32]]], ["sync"])
+        assert error is not None and "limit of 64" in error[1]
+        # A freed tensor makes room; a handle written twice holds one tensor, counted once.
+        socket.send(msgpack.packb([[], [1], None]) + msgpack.packb(None))
+        error, result, _ = ask(socket, [["neg", 3, [handle(2), F32]],
+                                        ["add_scalar", 3, [handle(2), 1.0, F32]]],
+                               ["read", [3], ["float32"]])
+        assert error is None and result == [["float32", [8]]]
+        assert socket.recv(timeout=10) == np.zeros(8, np.float32).tobytes()
+        socket.close()
+
+
 def test_bad_arguments_get_errors(server):
     socket = raw(server)
     for args in ([[2], msgpack.ExtType(2, b"complex128"), DEVICE], [[2], F32, DEVICE, 1, 2, 3, 4],

@@ -13,8 +13,8 @@ from burnish.device import Device
 from burnish.dtype import DType
 from burnish.errors import DeviceError, UnsupportedError
 from burnish.remote import protocol
-from burnish.remote.client import Connection, RemoteTensor
-from burnish.remote.shapes import LIST, ONE, RULES, TUPLE
+from burnish.remote.client import BATCH, Connection, RemoteTensor
+from burnish.remote.shapes import LIST, ONE, RULES, TUPLE, same_shape
 from burnish.tensor_data import TensorData
 
 #: Where the default device is: a server's address (``ws://host:port`` or ``wss://...``).
@@ -199,6 +199,8 @@ def _allocate(connection: Connection, count: int) -> int:
 
 def _forwarded(name: str, params: tuple[str, ...]) -> Any:
     rule = RULES.get(name)
+    #: The result has the first operand's shape (elementwise ops, scalar ops, casts...).
+    same = rule is same_shape
     device_at = params.index("device") if "device" in params else None
 
     def positional(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -212,7 +214,16 @@ def _forwarded(name: str, params: tuple[str, ...]) -> Any:
         if kwargs:
             args = positional(args, kwargs)
         if args and type(args[0]) is RemoteTensor:  # most ops: found at once
-            connection = args[0].connection
+            x = args[0]
+            connection = x.connection
+            if same:  # elementwise ops, the commonest: queued without a call
+                handle = next(connection.next_id)
+                with connection.lock:
+                    queue = connection.ops
+                    queue.append([name, handle, args])
+                    if len(queue) >= BATCH:
+                        connection.send(None)
+                return RemoteTensor(connection, handle, x.shape)
         else:
             connection = _connection_of(args, device_at)
         known = rule(*args) if rule is not None else None

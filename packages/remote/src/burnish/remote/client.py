@@ -39,6 +39,13 @@ _RAISABLE.update({cls.__name__: cls for cls in (ValueError, TypeError, IndexErro
                                                  MemoryError, OverflowError)})
 
 
+class _ClientConnection(ClientConnection):
+    """websockets' connection, reading its socket ``RECV_SIZE`` bytes at a time (a tensor's
+    frames arrive in fewer, larger reads)."""
+
+    recv_bufsize = protocol.RECV_SIZE
+
+
 class RemoteTensor:
     """A client's primitive: a handle to a tensor on a server, with its shape."""
 
@@ -59,10 +66,6 @@ class RemoteTensor:
 
     def __repr__(self) -> str:
         return f"RemoteTensor({self.connection.url}, #{self.id}, shape={self.shape})"
-
-
-def _tensor_id(value: Any) -> int | None:
-    return value.id if type(value) is RemoteTensor else None
 
 
 def raise_remote(error: list[Any], url: str) -> None:
@@ -103,7 +106,7 @@ class Connection:
                 url, legacy=True, ssl=context, compression=None, max_size=protocol.MAX_FRAME,
                 additional_headers={"Authorization": f"Bearer {token}"},
                 open_timeout=OPEN_TIMEOUT, ping_interval=PING_INTERVAL,
-                ping_timeout=PING_TIMEOUT, close_timeout=2)
+                ping_timeout=PING_TIMEOUT, close_timeout=2, create_connection=_ClientConnection)
         except InvalidStatus as error:
             status = error.response.status_code
             why = "the token was refused" if status == 401 else f"HTTP status {status}"
@@ -146,7 +149,7 @@ class Connection:
         frees = self.frees[:count]
         del self.frees[:count]
         payloads: list[np.ndarray] = []
-        message = protocol.pack([ops, frees, request], _tensor_id, payloads)
+        message = protocol.pack([ops, frees, request], RemoteTensor, payloads)
         # The payloads' sizes follow the ops as a second msgpack value of the same frame.
         message += msgpack.packb([p.nbytes for p in payloads] if payloads else None)
         try:
@@ -174,18 +177,20 @@ class Connection:
             self.fail(error)
         return msgpack.unpackb(frame)
 
-    def receive_bytes(self, size: int) -> bytearray:
+    def receive_bytes(self, size: int) -> np.ndarray:
         """A payload of ``size`` bytes, from as many frames as the server cut it into."""
-        buffer = bytearray(size)
+        buffer = protocol.receive_buffer(size)
+        view = buffer.data
         at = 0
         while True:
             try:
                 frame = self.socket.recv()
             except ConnectionClosed as error:
                 self.fail(error)
-            if at + len(frame) > size:
-                raise RemoteError(f"burnish server {self.url} sent more bytes than announced")
-            buffer[at:at + len(frame)] = frame
+            if not isinstance(frame, bytes) or at + len(frame) > size:
+                raise RemoteError(f"burnish server {self.url} sent a payload frame larger than "
+                                  f"the {size - at} bytes announced, or a text frame")
+            view[at:at + len(frame)] = frame
             at += len(frame)
             if at >= size:
                 return buffer

@@ -37,8 +37,14 @@ from burnish.distribution import Distribution
 from burnish.dtype import ALL_DTYPES, DType
 from burnish.tensor_data import TensorData
 
-#: The largest frame of tensor bytes; tensors bigger than this are sent in several.
-CHUNK = 4 << 20
+#: The largest frame of tensor bytes; tensors bigger than this are sent in several. Small
+#: enough that websockets' copies of a frame (read buffer, slice, unmasking) stay in the CPU's
+#: cache: 256 MiB there and back moved at 0.9-1.3 GB/s in 256 KiB frames, 0.8 GB/s in 4 MiB
+#: ones, on a 2-core loopback (bench/RESULTS.md).
+CHUNK = 256 << 10
+#: How many bytes a connection asks its socket for at a time (websockets' default: 64 KiB, a
+#: loop of the reading thread for each).
+RECV_SIZE = 1 << 20
 #: The largest frame either side accepts (a message's msgpack part, or one chunk).
 MAX_FRAME = 16 << 20
 
@@ -102,14 +108,18 @@ _DTYPES = {dtype: msgpack.ExtType(DTYPE, dtype.name.encode()) for dtype in ALL_D
 _DEVICE = msgpack.ExtType(DEVICE, b"")
 
 
-def pack(message: Any, tensor_id: Any, payloads: list[np.ndarray] | None = None) -> bytes:
-    """``message`` as msgpack; ``tensor_id(x)`` gives the handle of a client primitive, and each
-    ``TensorData`` met is appended to ``payloads`` (its bytes travel after the message)."""
+def pack(message: Any, tensor_type: type | None,
+         payloads: list[np.ndarray] | None = None) -> bytes:
+    """``message`` as msgpack; a ``tensor_type`` (a client primitive) is sent as its handle
+    (its ``id``), and each ``TensorData`` met is appended to ``payloads`` (its bytes travel
+    after the message)."""
 
     def default(value: Any) -> Any:
-        handle = tensor_id(value)
-        if handle is not None:
-            return handle.to_bytes(8, "little")
+        kind = type(value)
+        if kind is tensor_type:  # every op has one or more: tested first
+            return value.id.to_bytes(8, "little")
+        if kind is DType:
+            return _DTYPES[value]
         if isinstance(value, DType):
             return _DTYPES[value]
         if isinstance(value, Device | DeviceRef):
@@ -130,7 +140,13 @@ def pack(message: Any, tensor_id: Any, payloads: list[np.ndarray] | None = None)
     return msgpack.packb(message, default=default)
 
 
+def receive_buffer(size: int) -> np.ndarray:
+    """A buffer for a payload of ``size`` bytes: uninitialized (``bytearray(size)`` would write
+    every byte once before the payload does)."""
+    return np.empty(size, np.uint8)
+
+
 def chunks(array: np.ndarray) -> list[memoryview]:
     """``array``'s bytes as frames of at most ``CHUNK`` bytes (at least one frame)."""
-    view = memoryview(array.reshape(-1).view(np.uint8)) if array.size else memoryview(b"")
+    view = array.reshape(-1).view(np.uint8).data if array.size else memoryview(b"")
     return [view[i:i + CHUNK] for i in range(0, max(len(view), 1), CHUNK)] or [view]

@@ -12,17 +12,18 @@ from http import HTTPStatus
 from typing import Any
 
 import msgpack
+import numpy as np
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import ServerConnection, serve
 
 import burnish
 from burnish.distribution import Distribution
-from burnish.dtype import DType, get_dtype
+from burnish.dtype import ALL_DTYPES, DType, get_dtype
 from burnish.errors import BurnishError
 from burnish.remote import protocol
 from burnish.remote.protocol import DEVICE_REF, OPS, DataRef, DeviceRef, Handle
-from burnish.remote.shapes import LIST, NONE, ONE, RULES, TUPLE
+from burnish.remote.shapes import LIST, NONE, ONE, RULES, TUPLE, same_shape
 from burnish.tensor_data import TensorData
 
 #: The default bound on one tensor's element count (4 GiB of float32).
@@ -48,6 +49,13 @@ class OpError(Exception):
 class _Poisoned(Exception):
     def __init__(self, error: list[str]):
         self.error = error
+
+
+class _ServerConnection(ServerConnection):
+    """websockets' connection, reading its socket ``RECV_SIZE`` bytes at a time (a tensor's
+    frames arrive in fewer, larger reads)."""
+
+    recv_bufsize = protocol.RECV_SIZE
 
 
 class Server:
@@ -76,6 +84,11 @@ class Server:
         self.sessions: set[Session] = set()
         #: The backend's method for each op of the protocol: all a client can call.
         self.methods = {name: getattr(self.backend, name) for name in OPS}
+        #: What running an op needs, looked up once per op: its method, how many arguments it
+        #: takes, its shape rule, and whether the client writes its result sizes.
+        self.table: dict[str, tuple[Any, int, Any, bool]] = {
+            name: (method, len(OPS[name]), RULES.get(name), name in _SHAPED_BY_CLIENT)
+            for name, method in self.methods.items()}
         #: Tensors sent by another server (``to_device``), by the key their sender was given.
         self.transfers: dict[bytes, Any] = {}
         self.transfer_arrived = threading.Condition()
@@ -87,7 +100,7 @@ class Server:
         self._server = serve(self._handle, host, port, ssl=context, compression=None,
                              max_size=protocol.MAX_FRAME, process_request=self._authorize,
                              ping_interval=5, ping_timeout=10, close_timeout=2,
-                             server_header=None)
+                             server_header=None, create_connection=_ServerConnection)
         self.host, self.port = self._server.socket.getsockname()[:2]
         self._thread: threading.Thread | None = None
 
@@ -147,6 +160,9 @@ class Session:
         self.server = server
         self.connection = connection
         self.tensors: dict[int, Any] = {}
+        #: The bound on this client's bytes, as the server's was when the client connected;
+        #: without one, no sizes are kept.
+        self.limit = server.max_client_bytes
         self.sizes: dict[int, int] = {}
         self.bytes = 0
         self.poisoned: dict[int, list[str]] = {}
@@ -187,18 +203,21 @@ class Session:
         payloads = self.payloads(sizes)
         with self.server.lock:  # a batch at a time on the backend, whichever client sent it
             for op in ops:
-                if not (type(op) is tuple and len(op) == 3 and type(op[0]) is str
-                        and type(op[1]) is int and type(op[2]) is tuple):
+                if type(op) is not tuple or len(op) != 3:
                     raise ProtocolViolation("an op is [name, first handle, arguments]")
-                self.run_op(op[0], op[1], op[2], payloads)
+                name, first, args = op
+                if type(name) is not str or type(first) is not int or type(args) is not tuple:
+                    raise ProtocolViolation("an op is [name, first handle, arguments]")
+                self.run_op(name, first, args, payloads)
+        free = self.free
         for handle in frees:
             if type(handle) is not int:
                 raise ProtocolViolation("a freed handle is an int")
-            self.free(handle)
+            free(handle)
         if request is not None:
             self.answer(request, payloads)
 
-    def payloads(self, sizes: Any) -> list[bytearray]:
+    def payloads(self, sizes: Any) -> list[np.ndarray]:
         """The tensor bytes that follow a message, as many frames as each needs."""
         if sizes is None:
             return []
@@ -209,13 +228,14 @@ class Session:
             raise ProtocolViolation(f"a payload over {limit} bytes")
         out = []
         for size in sizes:
-            buffer = bytearray(size)
+            buffer = protocol.receive_buffer(size)
+            view = buffer.data
             at = 0
             while True:
                 frame = self.connection.recv()
                 if not isinstance(frame, bytes) or at + len(frame) > size:
                     raise ProtocolViolation("a payload frame larger than announced")
-                buffer[at:at + len(frame)] = frame
+                view[at:at + len(frame)] = frame
                 at += len(frame)
                 if at >= size:
                     break
@@ -225,24 +245,74 @@ class Session:
     # -- ops ------------------------------------------------------------------------------------
 
     def run_op(self, name: str, first: int, args: tuple[Any, ...],
-               payloads: list[bytearray]) -> tuple[int, list[tuple[int, ...]]] | None:
+               payloads: list[np.ndarray]) -> tuple[int, list[tuple[int, ...]]] | None:
         """Run op ``name`` into handles ``first``... (holding the server's lock); an error
         poisons its results and is kept for the client's next request. Returns the results'
-        form and shapes."""
+        form and shapes.
+
+        Every op is checked before it runs: its name is the protocol's, it has no more
+        arguments than the protocol's method, its handles are this client's, its arguments
+        are of the types a message can hold, and its results (by the op's shape rule) are
+        within ``max_elements``; its results are then checked against the rule."""
         expected = None
         try:
-            method = self.server.methods.get(name)
-            if method is None:
+            entry = self.server.table.get(name)
+            if entry is None:
                 raise OpError(f"{name!r} is not an op of the backend protocol")
-            self.check(name, first, args)
-            resolved = [self.resolve(a, payloads) if type(a) not in _PLAIN else a
-                        for a in args]
-            rule = RULES.get(name)
+            method, count, rule, given = entry
+            if len(args) > count:
+                raise OpError(f"{name} takes {count} arguments, got {len(args)}")
+            if not 0 <= first < 1 << 62:
+                raise OpError(f"handle {first} is out of range")
+            tensors = self.tensors
+            resolved = []
+            for arg in args:
+                kind = type(arg)
+                if kind is bytes and len(arg) == 8:  # a handle, the commonest argument
+                    found = tensors.get(int.from_bytes(arg, "little"))
+                    resolved.append(found if found is not None else self.resolve(arg, payloads))
+                elif kind in _PLAIN:
+                    resolved.append(arg)
+                else:
+                    resolved.append(self.resolve(arg, payloads))
+            if rule is same_shape:
+                # Elementwise ops, the commonest: the result has the shape of a tensor that
+                # exists, so it is within max_elements; checked and stored without calls.
+                shape = resolved[0].shape
+                expected = ONE, [shape]
+                result = method(*resolved)
+                made = getattr(result, "shape", None)
+                if made is None or made != shape and tuple(made) != tuple(shape):
+                    raise OpError(f"{name}: the server's backend made "
+                                  f"{_shapes_of(name, result)}, the shape rule says {[shape]}")
+                if self.limit is not None or first in tensors or first in self.poisoned:
+                    self.store(first, result)
+                else:
+                    tensors[first] = result
+                return expected
             if rule is not None:
                 expected = rule(*resolved)
             if expected is not None:
-                self.check_sizes(name, expected[1], name in _SHAPED_BY_CLIENT)
-            result = method(*resolved)
+                form, shapes = expected
+                if form == ONE and not given:
+                    # Most ops: one result, its shape from tensors that exist (the sizes need
+                    # no check of their type), checked and stored without the general path's
+                    # calls.
+                    shape = shapes[0]
+                    if math.prod(shape) > self.server.max_elements:
+                        self.check_sizes(name, shapes, False)
+                    result = method(*resolved)
+                    made = getattr(result, "shape", None)
+                    if made is None or made != shape and tuple(made) != tuple(shape):
+                        raise OpError(f"{name}: the server's backend made "
+                                      f"{_shapes_of(name, result)}, the shape rule says "
+                                      f"{list(shapes)}")
+                    self.store(first, result)
+                    return expected
+                self.check_sizes(name, shapes, given)
+                result = method(*resolved)
+            else:
+                result = method(*resolved)
             form, leaves = _flatten(name, result)
             shapes = [tuple(leaf.shape) for leaf in leaves]
             if expected is not None and (form, shapes) != (expected[0], list(expected[1])):
@@ -260,15 +330,6 @@ class Session:
                 self.error = report
         return None
 
-    def check(self, name: str, first: int, args: tuple[Any, ...]) -> None:
-        params = OPS.get(name)
-        if params is None:
-            raise OpError(f"{name!r} is not an op of the backend protocol")
-        if len(args) > len(params):
-            raise OpError(f"{name} takes {len(params)} arguments, got {len(args)}")
-        if not 0 <= first < 1 << 62:
-            raise OpError(f"handle {first} is out of range")
-
     def check_sizes(self, name: str, shapes: list[tuple[int, ...]], given: bool = True) -> None:
         """Refuse results over ``max_elements``; ``given``: shapes written by the client, whose
         sizes are checked to be ints first (the others come from tensors that exist)."""
@@ -279,7 +340,7 @@ class Session:
                 raise OpError(f"{name}: a result of shape {shape} has more than "
                               f"{self.server.max_elements} elements, this server's limit")
 
-    def resolve(self, value: Any, payloads: list[bytearray]) -> Any:
+    def resolve(self, value: Any, payloads: list[np.ndarray]) -> Any:
         """``value`` with handles replaced by this client's tensors, data by TensorData."""
         kind = type(value)
         if kind is bytes or kind is Handle:
@@ -303,28 +364,30 @@ class Session:
             return value
         raise OpError(f"a {kind.__name__} is not an argument of any op")
 
-    def data(self, ref: DataRef, payloads: list[bytearray]) -> TensorData:
+    def data(self, ref: DataRef, payloads: list[np.ndarray]) -> TensorData:
         if not 0 <= ref.payload < len(payloads):
             raise OpError(f"tensor data refers to payload {ref.payload} of {len(payloads)}")
         self.check_sizes("from_data", [ref.shape])
-        return TensorData.from_bytes(memoryview(payloads[ref.payload]), ref.shape, ref.dtype)
+        return TensorData.from_bytes(payloads[ref.payload].data, ref.shape, ref.dtype)
 
     def store(self, handle: int, primitive: Any) -> None:
-        if handle in self.tensors or handle in self.poisoned:
+        if handle in self.tensors or (self.poisoned and handle in self.poisoned):
             self.free(handle)
-        size = int(getattr(primitive, "nbytes", 0) or math.prod(primitive.shape) * 8)
-        limit = self.server.max_client_bytes
-        if limit is not None and self.bytes + size > limit:
-            raise OpError(f"this client's tensors would take {self.bytes + size} bytes, over "
-                          f"this server's limit of {limit}")
+        limit = self.limit
+        if limit is not None:
+            size = int(getattr(primitive, "nbytes", 0) or math.prod(primitive.shape) * 8)
+            if self.bytes + size > limit:
+                raise OpError(f"this client's tensors would take {self.bytes + size} bytes, "
+                              f"over this server's limit of {limit}")
+            self.sizes[handle] = size
+            self.bytes += size
         self.tensors[handle] = primitive
-        self.sizes[handle] = size
-        self.bytes += size
 
     def free(self, handle: int) -> None:
-        if self.tensors.pop(handle, None) is not None:
+        if self.tensors.pop(handle, None) is not None and self.limit is not None:
             self.bytes -= self.sizes.pop(handle)
-        self.poisoned.pop(handle, None)
+        if self.poisoned:
+            self.poisoned.pop(handle, None)
 
     def poison(self, first: int, expected: Any, error: list[str]) -> None:
         count = len(expected[1]) if expected is not None else 1
@@ -334,7 +397,7 @@ class Session:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def answer(self, request: tuple[Any, ...], payloads: list[bytearray]) -> None:
+    def answer(self, request: tuple[Any, ...], payloads: list[np.ndarray]) -> None:
         kind = request[0] if request else None
         sent: list[Any] = []
         try:
@@ -408,6 +471,13 @@ class _Reported(Exception):
         self.error = error
 
 
+def _shapes_of(name: str, result: Any) -> Any:
+    try:
+        return [tuple(leaf.shape) for leaf in _flatten(name, result)[1]]
+    except OpError:
+        return f"a {type(result).__name__}"
+
+
 def _flatten(name: str, result: Any) -> tuple[int, list[Any]]:
     if hasattr(result, "shape"):
         return ONE, [result]
@@ -420,13 +490,17 @@ def _flatten(name: str, result: Any) -> tuple[int, list[Any]]:
     raise OpError(f"{name} returned a {type(result).__name__}")
 
 
+#: Each dtype by its name as a message carries it.
+_DTYPE_NAMES = {dtype.name.encode(): dtype for dtype in ALL_DTYPES}
+
+
 def _ext_hook(code: int, data: bytes) -> Any:
     """Decode one extension value of a message, checking it."""
     if code == protocol.DTYPE:
-        try:
-            return get_dtype(data.decode())
-        except (BurnishError, UnicodeDecodeError, ValueError):
-            raise ProtocolViolation("an unknown dtype") from None
+        dtype = _DTYPE_NAMES.get(data)
+        if dtype is None:
+            raise ProtocolViolation("an unknown dtype")
+        return dtype
     if code == protocol.DEVICE and not data:
         return DEVICE_REF
     if code == protocol.DISTRIBUTION:

@@ -47,7 +47,8 @@ def _one(shape: Shape) -> tuple[int, list[Shape]]:
     return ONE, [shape]
 
 
-def _same(x: Any, *_: Any) -> tuple[int, list[Shape]]:
+def same_shape(x: Any, *_: Any) -> tuple[int, list[Shape]]:
+    """The rule of ops whose one result has their first operand's shape."""
     return ONE, [x.shape]
 
 
@@ -173,7 +174,7 @@ _REDUCE = ("sum", "prod", "max", "min", "argmax", "argmin", "mean", "var", "any"
 
 #: The rule of each op that has one. A rule may return None: no rule for those arguments.
 RULES: dict[str, Callable[..., tuple[int, list[Shape]] | None]] = {
-    **dict.fromkeys(_SAME, _same),
+    **dict.fromkeys(_SAME, same_shape),
     **dict.fromkeys(_BINARY, _binary),
     **dict.fromkeys(_REDUCE, _reduce),
     **dict.fromkeys(("empty", "zeros", "ones", "full", "random"), _created),

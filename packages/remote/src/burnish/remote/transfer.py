@@ -86,7 +86,7 @@ def _deposit(data: Any, url: str, token: str, key: bytes) -> None:
     context = ssl.create_default_context() if url.startswith("wss://") else None
     payloads: list[Any] = []
     message = protocol.pack([[["from_data", 1, [data, DEVICE_REF]]], [], ["deposit", key, 1]],
-                            lambda value: None, payloads)
+                            None, payloads)
     message += msgpack.packb([p.nbytes for p in payloads])
     try:
         with connect(url, ssl=context, compression=None, max_size=protocol.MAX_FRAME,
