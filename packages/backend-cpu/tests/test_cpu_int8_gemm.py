@@ -37,16 +37,16 @@ def _expected(a, b, za, zb, sa, sb) -> tuple[np.ndarray, int]:
 
 @pytest.fixture(scope="module", params=["native", "portable"])
 def kernel(request) -> Int8Gemm:
-    return Int8Gemm(Compiler(), threads=2, portable=request.param == "portable")
+    return Int8Gemm(Compiler(), portable=request.param == "portable")
 
 
 def test_the_native_kernel_names_the_instructions_it_was_built_for():
     cpuinfo = Path("/proc/cpuinfo")
     flags = cpuinfo.read_text() if cpuinfo.exists() else ""
-    native = Int8Gemm(Compiler(), threads=2)
+    native = Int8Gemm(Compiler())
     expected = "avx512-vnni" if " avx512_vnni" in flags and " avx512bw" in flags else "portable"
     assert native.path == expected
-    assert Int8Gemm(Compiler(), threads=2, portable=True).path == "portable"
+    assert Int8Gemm(Compiler(), portable=True).path == "portable"
 
 
 def test_products_are_exact_on_odd_shapes_and_long_inner_dims(kernel):
@@ -99,8 +99,8 @@ SCHEMES = [
     (QuantScheme("int8", PerChannel(0)), QuantScheme()),
     (QuantScheme("uint8", mode="affine"), QuantScheme("int8", PerChannel(1), mode="affine")),
     (QuantScheme("uint8"), QuantScheme("uint8", PerChannel(1), mode="affine")),
-    (QuantScheme("int8", mode="affine", scale_dtype="float16"),
-     QuantScheme("uint8", scale_dtype="float16")),
+    (QuantScheme("int8", mode="affine", scale_dtype=burnish.float16),
+     QuantScheme("uint8", scale_dtype=burnish.float16)),
 ]
 
 

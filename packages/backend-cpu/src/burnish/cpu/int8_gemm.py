@@ -20,7 +20,7 @@ with zeros to a multiple of 4 and columns to a multiple of ``NR``. Each task pac
 ``a`` (``MC`` rows) the same way, ``MR`` rows a panel, into memory of its own that stays in the
 cache while every panel of ``b`` passes; the micro-kernel keeps an ``MR`` x ``NR`` tile of int32
 sums in registers over the whole inner dim. Tasks are blocks of rows times chunks of columns,
-shared by OpenMP's threads.
+shared by OpenMP's threads (as many as ``OMP_NUM_THREADS`` says, else one a core).
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__) \
     && !defined(BURNISH_PORTABLE)
 #include <immintrin.h>
@@ -161,7 +164,12 @@ static void micro(int64_t groups, const uint8_t *restrict ap, const int8_t *rest
 int burnish_int8_gemm(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t ars,
                       int64_t acs, int a_signed, const int8_t *packed, const int32_t *colsum,
                       int b_signed, const int32_t *za, const int32_t *zb, const float *sa,
-                      const float *sb, float *c, int64_t ldc, int threads) {
+                      const float *sb, float *c, int64_t ldc) {
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+#else
+    int threads = 1;
+#endif
     int64_t kp = (k + 3) / 4 * 4, groups = kp / 4, panels = (n + NR - 1) / NR;
     int64_t blocks = (m + MC - 1) / MC;
     /* Enough tasks for every thread: columns cut in chunks where rows are few. */
@@ -169,7 +177,7 @@ int burnish_int8_gemm(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t
     while (blocks * chunks < 4 * threads && chunks * 2 <= panels) chunks *= 2;
     int64_t tasks = blocks * chunks;
     int failed = 0;
-    #pragma omp parallel num_threads(threads) if (tasks > 1 && m * n * k > (1 << 18))
+    #pragma omp parallel if (tasks > 1 && m * n * k > (1 << 18))
     {
         uint8_t *ablock = aligned_alloc(64, (size_t)(MC * kp + 64));
         int32_t *rowsum = malloc(sizeof(int32_t) * MC);
@@ -220,15 +228,15 @@ int burnish_int8_gemm(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t
 
 
 class Int8Gemm:
-    """The compiled kernel (``portable``: the C loop even where the CPU has VNNI, for tests)."""
+    """The compiled kernel (``portable``: the C loop even where the CPU has VNNI, for tests),
+    on OpenMP's threads (``OMP_NUM_THREADS``, else every core)."""
 
-    def __init__(self, compiler: Any, threads: int, portable: bool = False) -> None:
+    def __init__(self, compiler: Any, portable: bool = False) -> None:
         source = f"#define MR {MR}\n#define NR {NR}\n#define MC {MC}\n" + SOURCE
         if portable:
             source = "#define BURNISH_PORTABLE 1\n" + source
         library = compiler.build(source)
         self.library = library
-        self.threads = threads
         path = library.burnish_int8_gemm_path
         path.restype = ctypes.c_char_p
         #: Which micro-kernel was compiled: ``"avx512-vnni"`` or ``"portable"``.
@@ -239,7 +247,7 @@ class Int8Gemm:
         self._pack.restype = None
         self._gemm = library.burnish_int8_gemm
         self._gemm.argtypes = ([i64, i64, i64, ptr, i64, i64, integer, ptr, ptr, integer]
-                               + [ptr] * 5 + [i64, integer])
+                               + [ptr] * 5 + [i64])
         self._gemm.restype = integer
 
     def pack(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -271,7 +279,7 @@ class Int8Gemm:
         failed = self._gemm(m, n, k, a.ctypes.data, a.strides[0] // item, a.strides[1] // item,
                             int(a.dtype == np.int8), b.ctypes.data, colsum.ctypes.data,
                             int(b_signed), za.ctypes.data, zb.ctypes.data, sa.ctypes.data,
-                            sb.ctypes.data, out.ctypes.data, out.strides[0] // 4, self.threads)
+                            sb.ctypes.data, out.ctypes.data, out.strides[0] // 4)
         if failed:
             raise MemoryError(f"int8 product: no memory for a block of {MC} rows of a "
                               f"[{m}, {k}] operand")

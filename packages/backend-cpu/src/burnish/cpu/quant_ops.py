@@ -15,7 +15,8 @@ tensor's buffer in place).
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from burnish.dtype import DType, float32
 from burnish.jit.kernels.elementwise import plain
 from burnish.jit.tensor import JitTensor
 from burnish.quantization.scheme import PerChannel, PerTensor, channel_axis
+
+if TYPE_CHECKING:
+    from burnish.cpu.runtime import CpuRuntime
 
 _BYTES = frozenset({"int8", "uint8"})
 
@@ -42,11 +46,13 @@ class PackedWeights:
 class CpuQuantOps(QuantOps):
     """``quantized_matmul`` of two 8-bit operands through the compiled int8 kernel."""
 
+    cast: Callable[..., Any]  # the backend's (JitBackend)
+
     def quantized_matmul(self, lhs: Any, rhs: Any, dtype: DType) -> Any:
         if not _takes(lhs, rhs):
             return super().quantized_matmul(lhs, rhs, dtype)
         values: JitTensor = lhs.values
-        runtime = values.runtime
+        runtime = cast("CpuRuntime", values.runtime)
         gemm: Int8Gemm = runtime.int8_gemm
         weights = _packed(gemm, rhs)
         k, n = rhs.shape

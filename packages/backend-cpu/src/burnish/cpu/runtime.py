@@ -261,7 +261,7 @@ class CpuRuntime(Runtime):
     def int8_gemm(self) -> Int8Gemm:
         """Products of 8-bit integers in compiled C (made at the first use)."""
         if self._int8_gemm is None:
-            self._int8_gemm = Int8Gemm(self.compiler, self.threads)
+            self._int8_gemm = Int8Gemm(self.compiler)
         return self._int8_gemm
 
     @property
