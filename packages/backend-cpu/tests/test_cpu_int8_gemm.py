@@ -35,18 +35,29 @@ def _expected(a, b, za, zb, sa, sb) -> tuple[np.ndarray, int]:
         int(np.abs(sums).max())
 
 
-@pytest.fixture(scope="module", params=["native", "portable"])
+@pytest.fixture(scope="module", params=["native", "avx2", "portable"])
 def kernel(request) -> Int8Gemm:
-    return Int8Gemm(Compiler(), portable=request.param == "portable")
+    if request.param == "native":
+        return Int8Gemm(Compiler())
+    found = Int8Gemm(Compiler(), at_most=request.param)
+    if request.param == "avx2" and found.path != "avx2":
+        pytest.skip(f"the compiler does not target AVX2 here (the kernel is {found.path})")
+    return found
 
 
 def test_the_native_kernel_names_the_instructions_it_was_built_for():
     cpuinfo = Path("/proc/cpuinfo")
     flags = cpuinfo.read_text() if cpuinfo.exists() else ""
     native = Int8Gemm(Compiler())
-    expected = "avx512-vnni" if " avx512_vnni" in flags and " avx512bw" in flags else "portable"
-    assert native.path == expected
-    assert Int8Gemm(Compiler(), portable=True).path == "portable"
+    if " avx512_vnni" in flags and " avx512bw" in flags:
+        assert native.path == "avx512-vnni"
+    elif " avx2" in flags:
+        assert native.path == "avx2"
+    else:
+        assert native.path == "portable"
+    assert Int8Gemm(Compiler(), at_most="portable").path == "portable"
+    with pytest.raises(ValueError, match="at_most is 'avx2' or 'portable', got 'sse'"):
+        Int8Gemm(Compiler(), at_most="sse")
 
 
 def test_products_are_exact_on_odd_shapes_and_long_inner_dims(kernel):

@@ -7,11 +7,12 @@ per-tensor value repeated). The sum is exact (int32, as a NumPy int32 product of
 integers gives it) and the scaling is NumPy's: ``float32(sum) * (sa[m] * sb[n])``.
 
 Where the compiler targets AVX-512 VNNI (``-march=native`` on a CPU that has it), the product is
-``vpdpbusd``: 64 multiply-adds of unsigned by signed bytes a instruction. Unsigned ``a`` comes
+``vpdpbusd``: 64 multiply-adds of unsigned by signed bytes an instruction (else, with AVX2, the
+bytes widened to int16 and ``vpmaddwd``: 16 an instruction). Unsigned ``a`` comes
 from int8 values by adding 128 (and uint8 values are taken as they are), signed ``b`` from uint8
 values by subtracting 128; the offsets join the zero points and come out in the epilogue through
 the columns' sums of ``b`` (made when ``b`` is packed) and the rows' sums of ``a``. Elsewhere a
-portable C loop over the same packed layouts computes the same integers.
+portable C loop over the same packed layouts computes the same integers (no AVX2 either).
 
 Layouts: ``b`` is packed once (a quantized layer's weights are constant: ``Int8Gemm.pack``'s
 result is kept by the caller) into panels of ``NR`` columns, each panel groups of 4 rows, a group
@@ -44,15 +45,22 @@ SOURCE = r"""
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+/* The best instructions the compiler targets; BURNISH_AT_MOST_AVX2 and BURNISH_PORTABLE take
+   lesser ones (for tests). */
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__) \
-    && !defined(BURNISH_PORTABLE)
+    && !defined(BURNISH_AT_MOST_AVX2) && !defined(BURNISH_PORTABLE)
 #include <immintrin.h>
 #define VNNI 1
+#elif defined(__AVX2__) && !defined(BURNISH_PORTABLE)
+#include <immintrin.h>
+#define AVX2 1
 #endif
 
 const char *burnish_int8_gemm_path(void) {
-#ifdef VNNI
+#if defined(VNNI)
     return "avx512-vnni";
+#elif defined(AVX2)
+    return "avx2";
 #else
     return "portable";
 #endif
@@ -139,6 +147,37 @@ static void micro(int64_t groups, const uint8_t *restrict ap, const int8_t *rest
     }
     for (int i = 0; i < MR; i++)
         for (int v = 0; v < NR / 16; v++) _mm512_storeu_si512(tile + i * NR + 16 * v, acc[i][v]);
+#elif defined(AVX2)
+    /* vpmaddubsw would saturate (255 * -128 twice is past int16): bytes widened to int16 and
+       multiplied by vpmaddwd, exact. A vector holds 4 columns of a group, 2 sums a column
+       (k0 k1 and k2 k3), added at the end; 4 rows by 8 columns a pass, 8 accumulators. */
+    for (int i0 = 0; i0 < MR; i0 += 4)
+        for (int c0 = 0; c0 < NR; c0 += 8) {
+            __m256i acc[4][2];
+            for (int i = 0; i < 4; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+            const uint8_t *a = ap + 4 * i0;
+            const int8_t *b = bp + 4 * c0;
+            for (int64_t g = 0; g < groups; g++) {
+                __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b));
+                __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 16)));
+                for (int i = 0; i < 4; i++) {
+                    int32_t word;
+                    memcpy(&word, a + 4 * i, 4);
+                    __m256i w = _mm256_cvtepu8_epi16(_mm_set1_epi32(word));
+                    acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(w, b0));
+                    acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(w, b1));
+                }
+                a += 4 * MR;
+                b += 4 * NR;
+            }
+            for (int i = 0; i < 4; i++)
+                for (int h = 0; h < 2; h++) {
+                    int32_t pairs[8];
+                    _mm256_storeu_si256((__m256i *)pairs, acc[i][h]);
+                    for (int j = 0; j < 4; j++)
+                        tile[(i0 + i) * NR + c0 + 4 * h + j] = pairs[2 * j] + pairs[2 * j + 1];
+                }
+        }
 #else
     int32_t acc[MR][NR];
     memset(acc, 0, sizeof(acc));
@@ -228,18 +267,22 @@ int burnish_int8_gemm(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t
 
 
 class Int8Gemm:
-    """The compiled kernel (``portable``: the C loop even where the CPU has VNNI, for tests),
-    on OpenMP's threads (``OMP_NUM_THREADS``, else every core)."""
+    """The compiled kernel, on OpenMP's threads (``OMP_NUM_THREADS``, else every core).
+    ``at_most``: ``"avx2"`` or ``"portable"`` keeps it from better instructions (for tests)."""
 
-    def __init__(self, compiler: Any, portable: bool = False) -> None:
+    def __init__(self, compiler: Any, at_most: str | None = None) -> None:
         source = f"#define MR {MR}\n#define NR {NR}\n#define MC {MC}\n" + SOURCE
-        if portable:
-            source = "#define BURNISH_PORTABLE 1\n" + source
+        if at_most is not None:
+            if at_most not in ("avx2", "portable"):
+                raise ValueError(f"int8 kernel: at_most is 'avx2' or 'portable', got "
+                                 f"{at_most!r}")
+            macro = "BURNISH_AT_MOST_AVX2" if at_most == "avx2" else "BURNISH_PORTABLE"
+            source = f"#define {macro} 1\n" + source
         library = compiler.build(source)
         self.library = library
         path = library.burnish_int8_gemm_path
         path.restype = ctypes.c_char_p
-        #: Which micro-kernel was compiled: ``"avx512-vnni"`` or ``"portable"``.
+        #: Which micro-kernel was compiled: ``"avx512-vnni"``, ``"avx2"`` or ``"portable"``.
         self.path: str = path().decode()
         i64, ptr, integer = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
         self._pack = library.burnish_int8_pack_b
