@@ -206,3 +206,40 @@ def test_other_schemes_take_the_protocols_default(cpu, schemes, monkeypatch):
     np.testing.assert_allclose((qx @ qw).to_numpy(), expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose((x @ qw).to_numpy(), x.to_numpy() @ qw.dequantize().to_numpy(),
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("scheme", [
+    QuantScheme(), QuantScheme("uint8"), QuantScheme("uint8", mode="affine"),
+    QuantScheme("int8", PerChannel(1), mode="affine"), QuantScheme("int8", PerChannel(0)),
+    QuantScheme("uint8", PerChannel(2), scale_dtype=burnish.float16),
+], ids=str)
+def test_quantizing_on_cpu_gives_ndarrays_integers_in_one_pass(cpu, scheme, monkeypatch):
+    calls = []
+    monkeypatch.setattr(quant_ops, "_quantize", lambda *args: (calls.append(1), _quantize(*args)))
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal((6, 40, 7), dtype=np.float32) * 4
+    data[0, 0, :] = [0.5, 1.5, 2.5, -0.5, -1.5, 0.0, 3.0]  # halves round to even
+    reference = Tensor.from_data(data, burnish.backend("ndarray").default_device())
+    shape = data.shape if isinstance(scheme.granularity, PerChannel) and \
+        scheme.granularity.axis == 2 else (6, 280)
+    expected = reference.reshape(shape).quantize(scheme)
+    scales = Tensor.from_data(expected.scales.to_numpy(), cpu.default_device())
+    points = None if expected.zero_points is None else \
+        Tensor.from_data(expected.zero_points.to_numpy(), cpu.default_device())
+    x = Tensor.from_data(data, cpu.default_device()).reshape(shape)
+    computed = x.quantize(scheme)
+    given = x.quantize(scheme, scales=scales, zero_points=points)
+    assert len(calls) == 2
+    for q in (computed, given):
+        assert q.values.dtype is scheme.storage_dtype
+        np.testing.assert_array_equal(q.values.to_numpy(), expected.values.to_numpy())
+    np.testing.assert_array_equal(computed.scales.to_numpy(), expected.scales.to_numpy())
+    # a view (transposed, strided) is quantized as its elements
+    view = x.reshape((6, 280)).transpose()[::3] if len(shape) == 2 else None
+    if view is not None and not isinstance(scheme.granularity, PerChannel):
+        np.testing.assert_array_equal(
+            view.quantize(scheme).values.to_numpy(),
+            Tensor.from_data(view.to_numpy(), reference.device).quantize(scheme).values.to_numpy())
+
+
+_quantize = quant_ops._quantize

@@ -1,4 +1,5 @@
-"""Quantized products on the CPU: two 8-bit operands multiplied by ``burnish.cpu.int8_gemm``.
+"""Quantized tensors on the CPU: two 8-bit operands multiplied by ``burnish.cpu.int8_gemm``,
+float32 tensors quantized to 8 bits by ``burnish.cpu.int8_quantize``.
 
 ``quantized_matmul`` of two quantized operands (hence ``quantized_linear`` too) runs the
 integer kernel where the scales factor out of the sums: ``lhs`` ``[..., M, K]`` int8 or uint8
@@ -10,6 +11,10 @@ dequantize, then the float op.
 The weights (``rhs``) are packed for the kernel at their first product and the packing kept as
 long as their buffer lives: a quantized layer's weights are constants (burnish writes no
 tensor's buffer in place).
+
+``quantize`` of float32 to int8 or uint8, per tensor or per channel, is one compiled pass with
+the default's arithmetic (the same integers); int4, per-block schemes and other float dtypes
+take the default.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from burnish.cpu.int8_gemm import MAX_INNER, Int8Gemm
 from burnish.dtype import DType, float32
 from burnish.jit.kernels.elementwise import plain
 from burnish.jit.tensor import JitTensor
-from burnish.quantization.scheme import PerChannel, PerTensor, channel_axis
+from burnish.quantization.scheme import PerChannel, PerTensor, QuantScheme, channel_axis
 
 if TYPE_CHECKING:
     from burnish.cpu.runtime import CpuRuntime
@@ -44,7 +49,8 @@ class PackedWeights:
 
 
 class CpuQuantOps(QuantOps):
-    """``quantized_matmul`` of two 8-bit operands through the compiled int8 kernel."""
+    """``quantized_matmul`` of two 8-bit operands through the compiled int8 kernel, and
+    ``quantize`` to 8 bits in one pass."""
 
     cast: Callable[..., Any]  # the backend's (JitBackend)
 
@@ -74,6 +80,36 @@ class CpuQuantOps(QuantOps):
         result = out.view((rows, n), (n, 1), 0)
         runtime.host(_product, inputs, (result,), gemm, weights, _params(lhs), _params(rhs))
         return out if dtype is float32 else self.cast(out, float32, dtype)
+
+    def quantize(self, x: Any, scales: Any, zero_points: Any, scheme: QuantScheme,
+                 dtype: DType) -> QuantizedPrimitive:
+        granularity = scheme.granularity
+        if (dtype is not float32 or scheme.value not in _BYTES
+                or not isinstance(granularity, PerTensor | PerChannel)
+                or not isinstance(x, JitTensor) or not hasattr(x.runtime, "int8_quantize")
+                or x.numel == 0):
+            return super().quantize(x, scales, zero_points, scheme, dtype)
+        runtime = cast("CpuRuntime", x.runtime)
+        shape = tuple(x.shape)
+        values = JitTensor(runtime.pool.alloc(x.numel), shape, scheme.storage_dtype, x.device,
+                           runtime)
+        axis = channel_axis(granularity, shape) if isinstance(granularity, PerChannel) else None
+        low, high = scheme.range
+        if scheme.mode == "symmetric":
+            low = scheme.symmetric_zero - scheme.symmetric_limit
+            high = scheme.symmetric_zero + scheme.symmetric_limit
+        inputs = [plain(x), scales] + ([] if zero_points is None else [zero_points])
+        runtime.host(_quantize, inputs, (values,), runtime.int8_quantize, axis,
+                     float(scheme.symmetric_zero), float(low), float(high))
+        return QuantizedPrimitive(values, scales, zero_points, scheme, shape)
+
+
+def _quantize(x: np.ndarray, scales: np.ndarray, *rest: Any) -> None:
+    """``Int8Quantize`` with the arguments ``CpuQuantOps.quantize`` recorded."""
+    *points, out, kernel, axis, offset, low, high = rest
+    float_points = np.ascontiguousarray(points[0], np.float32).reshape(-1) if points else None
+    kernel(x, axis, np.ascontiguousarray(scales, np.float32).reshape(-1), float_points, offset,
+           low, high, out)
 
 
 def _takes(lhs: Any, rhs: Any) -> bool:

@@ -21,6 +21,7 @@ from burnish.cpu.blas import Gemm
 from burnish.cpu.compiler import Compiler
 from burnish.cpu.conv import NativeConv, geometry
 from burnish.cpu.int8_gemm import Int8Gemm
+from burnish.cpu.int8_quantize import Int8Quantize
 from burnish.cpu.recurrent import NativeRecurrent, weight_layout
 from burnish.jit import ir
 from burnish.jit.codegen.cpu import CpuGenerator
@@ -71,6 +72,7 @@ class CpuRuntime(Runtime):
         self._attention: NativeAttention | None = None
         self._recurrent: NativeRecurrent | None = None
         self._int8_gemm: Int8Gemm | None = None
+        self._int8_quantize: Int8Quantize | None = None
         self.library_products = os.environ.get("BURNISH_CPU_BLAS", "1").lower() not in (
             "0", "false", "off", "no")
 
@@ -263,6 +265,13 @@ class CpuRuntime(Runtime):
         if self._int8_gemm is None:
             self._int8_gemm = Int8Gemm(self.compiler)
         return self._int8_gemm
+
+    @property
+    def int8_quantize(self) -> Int8Quantize:
+        """float32 to 8-bit integers in one compiled pass (made at the first use)."""
+        if self._int8_quantize is None:
+            self._int8_quantize = Int8Quantize(self.compiler)
+        return self._int8_quantize
 
     @property
     def gemm(self) -> Gemm:
