@@ -243,3 +243,25 @@ def test_quantizing_on_cpu_gives_ndarrays_integers_in_one_pass(cpu, scheme, monk
 
 
 _quantize = quant_ops._quantize
+
+
+def test_a_quantized_linear_layer_on_cpu_runs_the_kernels_as_ndarray_computes_it(cpu,
+                                                                               monkeypatch):
+    from burnish import nn
+    from burnish.nn.quant import Quantizer
+
+    calls = []
+    monkeypatch.setattr(quant_ops, "_product", lambda *args: (calls.append(1), _product(*args)))
+    rng = np.random.default_rng(6)
+    batches = [rng.standard_normal((16, 96), dtype=np.float32) for _ in range(2)]
+    float_layer = nn.LinearConfig(96, 40).init(burnish.backend("ndarray").default_device())
+    results = {}
+    for name in ("ndarray", "cpu"):
+        device = burnish.backend(name).default_device()
+        layer = float_layer.to_device(device)
+        quantized = Quantizer(QuantScheme("int8", PerChannel()),
+                              activations=QuantScheme("uint8", mode="affine")).quantize(
+            layer, [Tensor.from_data(b, device) for b in batches])
+        results[name] = quantized(Tensor.from_data(batches[0][:5], device)).to_numpy()
+    assert calls  # the cpu layer's product
+    np.testing.assert_allclose(results["cpu"], results["ndarray"], rtol=1e-5, atol=1e-5)
