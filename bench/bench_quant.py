@@ -53,6 +53,9 @@ def main() -> None:
                         help="threads of NumPy's BLAS and of burnish's kernels")
     parser.add_argument("--backends", default="ndarray,cpu",
                         help="burnish backends to measure, comma-separated")
+    parser.add_argument("--capped", action="store_true",
+                        help="also time cpu's int8 kernel built for AVX2 and for portable C "
+                             "(what CPUs without AVX-512 VNNI run), on the same integers")
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before burnish loads OpenMP
     from threadpoolctl import threadpool_limits
@@ -91,6 +94,8 @@ def run(args: argparse.Namespace) -> None:
     }
     for name, parts in operands.items():
         runs.update(_burnish_runs(name, *parts, activations, linear))
+    if args.capped:
+        runs.update(_capped_runs(x8, w8, sx, sw))
     seconds, _ = measure(runs, args.repeat, args.min_time)
     if not args.skip_int_numpy:
         started = time.perf_counter()
@@ -103,7 +108,8 @@ def run(args: argparse.Namespace) -> None:
             print(f"burnish qx @ qw ({name}) against NumPy's exact integer product: max "
                   f"difference {check:.3g} (float32 rounding of the scaled result)")
     reference = seconds["NumPy float32 x @ w"]
-    print(f"\n{n} x {n} @ {n} x {n}, best of {args.repeat}, {args.threads} threads:\n")
+    threads = f"{args.threads} thread{'s' if args.threads != 1 else ''}"
+    print(f"\n{n} x {n} @ {n} x {n}, best of {args.repeat}, {threads}:\n")
     print("| implementation | ms | speed vs NumPy float32 |")
     print("|---|---:|---:|")
     for name, value in seconds.items():
@@ -135,6 +141,29 @@ def _burnish_runs(name: str, tx: Any, tw: Any, qx: Any, qw: Any, activations: An
             f"burnish qx @ qw ({name}, both int8)": both_quantized,
             f"burnish x @ qw ({name}, int8 weights only)": weights_quantized,
             f"burnish quantized linear ({name}): quantize x, then qx @ qw": quantized_linear}
+
+
+def _capped_runs(x8: np.ndarray, w8: np.ndarray, sx: np.ndarray, sw: np.ndarray
+                 ) -> dict[str, Callable[[], object]]:
+    """cpu's int8 kernel kept from AVX-512 VNNI (and from AVX2), called on the integers."""
+    from burnish.cpu.compiler import Compiler
+    from burnish.cpu.int8_gemm import Int8Gemm
+
+    m, n = x8.shape[0], w8.shape[1]
+    zeros_m, zeros_n = np.zeros(m, np.int32), np.zeros(n, np.int32)
+    rows = np.full(m, sx, np.float32)
+    out = np.empty((m, n), np.float32)
+    runs: dict[str, Callable[[], object]] = {}
+    for cap in ("avx2", "portable"):
+        kernel = Int8Gemm(Compiler(), at_most=cap)
+        packed = kernel.pack(w8)
+
+        def product(kernel: Int8Gemm = kernel, packed: tuple = packed) -> object:
+            kernel.product(x8, packed, True, zeros_m, zeros_n, rows, sw, out)
+            return out
+
+        runs[f"cpu's int8 kernel built for {kernel.path} (packed weights)"] = product
+    return runs
 
 
 if __name__ == "__main__":
