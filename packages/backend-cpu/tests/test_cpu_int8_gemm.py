@@ -265,3 +265,17 @@ def test_a_quantized_linear_layer_on_cpu_runs_the_kernels_as_ndarray_computes_it
         results[name] = quantized(Tensor.from_data(batches[0][:5], device)).to_numpy()
     assert calls  # the cpu layer's product
     np.testing.assert_allclose(results["cpu"], results["ndarray"], rtol=1e-5, atol=1e-5)
+
+
+def test_views_of_quantized_operands_run_the_kernel_exactly(cpu, monkeypatch):
+    calls = []
+    monkeypatch.setattr(quant_ops, "_product", lambda *args: (calls.append(1), _product(*args)))
+    device = cpu.default_device()
+    rng = np.random.default_rng(7)
+    # weights stored [N, K] per row, used transposed; activations a narrowed transpose
+    qw = Tensor.from_data(rng.standard_normal((9, 50), dtype=np.float32), device).quantize(
+        QuantScheme("int8", PerChannel(0))).transpose()
+    qx = Tensor.from_data(rng.standard_normal((50, 14), dtype=np.float32), device).quantize(
+        QuantScheme("uint8", mode="affine")).transpose().narrow(0, 3, 9)
+    np.testing.assert_array_equal((qx @ qw).to_numpy(), _integer_reference(qx, qw))
+    assert calls == [1]
