@@ -1,8 +1,8 @@
-"""Quantized matmul on the CPU (ndarray): the ways to multiply int8 matrices with NumPy, and
-burnish's, against a float32 NumPy product of the same size.
+"""Quantized matmul on the CPU (ndarray and cpu): the ways to multiply int8 matrices with NumPy,
+and burnish's, against a float32 NumPy product of the same size.
 
-    python bench/bench_quant.py                 # 1024 x 1024 @ 1024 x 1024
-    python bench/bench_quant.py --size 512 --repeat 5
+    python bench/bench_quant.py                 # 1024 x 1024 @ 1024 x 1024, 2 threads
+    python bench/bench_quant.py --size 512 --repeat 5 --threads 1
 
 The ways measured, each on the same int8 operands (activations per tensor, weights per output
 column, symmetric), with what it computes:
@@ -12,28 +12,33 @@ column, symmetric), with what it computes:
 - dequantize, then float32 BLAS: ``(qx * sx) @ (qw * sw)``.
 - the integers through float32 BLAS: ``(qx @ qw) * sx * sw`` with the int8 values as float32,
   exact while a dot product stays below 2^24 (1040 terms of int8).
-- burnish: ``qx @ qw`` of two QuantizedTensors on ndarray (the previous way, inner dims cut into
-  exact chunks), ``x @ qw`` (float activations, the protocol's default: dequantize, then BLAS),
-  and a quantized linear layer's whole forward (quantize the activations, then the product).
+- burnish on ndarray: ``qx @ qw`` of two QuantizedTensors (the integers through float32 BLAS,
+  inner dims cut into exact chunks), ``x @ qw`` (float activations, the protocol's default:
+  dequantize, then BLAS), and a quantized linear layer's whole forward (quantize the
+  activations, then the product).
+- burnish on cpu: float32 ``x @ w`` (NumPy's BLAS on burnish's threads), ``qx @ qw`` through
+  the compiled int8 kernel (``burnish.cpu.int8_gemm``: AVX-512 VNNI where the CPU has it; the
+  weights packed at the first call, as a quantized layer's are), and the quantized linear layer.
 
-Times are the best of ``--repeat`` runs (timeit's way, implementations taking turns); the
-integer NumPy product, seconds long, runs once.
+NumPy's BLAS and burnish's OpenMP kernels both run on ``--threads`` threads (threadpoolctl and
+``OMP_NUM_THREADS``). Times are the best of ``--repeat`` runs (timeit's way, implementations
+taking turns); the integer NumPy product, seconds long, runs once.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from timing import measure  # noqa: E402
-
-import burnish as bn  # noqa: E402
-from burnish.quantization import PerChannel, QuantScheme, linear  # noqa: E402
 
 
 def main() -> None:
@@ -44,48 +49,121 @@ def main() -> None:
     parser.add_argument("--min-time", type=float, default=0.2)
     parser.add_argument("--skip-int-numpy", action="store_true",
                         help="skip NumPy's integer matmul (seconds per call)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="threads of NumPy's BLAS and of burnish's kernels")
+    parser.add_argument("--backends", default="ndarray,cpu",
+                        help="burnish backends to measure, comma-separated")
+    parser.add_argument("--capped", action="store_true",
+                        help="also time cpu's int8 kernel built for AVX2 and for portable C "
+                             "(what CPUs without AVX-512 VNNI run), on the same integers")
     args = parser.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before burnish loads OpenMP
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(args.threads, user_api="blas"):
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
+    import burnish as bn
+    from burnish.quantization import PerChannel, QuantScheme, linear
+
     n = args.size
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, n), dtype=np.float32)
     w = rng.standard_normal((n, n), dtype=np.float32)
 
-    device = bn.backend("ndarray").default_device()
-    tx, tw = bn.Tensor.from_data(x, device), bn.Tensor.from_data(w, device)
     activations = QuantScheme()
-    qx = tx.quantize(activations)
-    qw = tw.quantize(QuantScheme(granularity=PerChannel(1)))
+    weights = QuantScheme(granularity=PerChannel(1))
+    backends = [name for name in args.backends.split(",") if name]
+    operands: dict[str, tuple[Any, Any, Any, Any]] = {}
+    for name in backends:
+        device = bn.backend(name).default_device()
+        tx, tw = bn.Tensor.from_data(x, device), bn.Tensor.from_data(w, device)
+        operands[name] = (tx, tw, tx.quantize(activations), tw.quantize(weights))
+    tx, tw, qx, qw = operands[backends[0]]
     x8, w8 = qx.values.to_numpy(), qw.values.to_numpy()
     sx, sw = qx.scales.to_numpy(), qw.scales.to_numpy()
 
-    runs = {
+    runs: dict[str, Callable[[], object]] = {
         "NumPy float32 x @ w": lambda: x @ w,
         "NumPy: dequantize, then float32 BLAS":
             lambda: (x8.astype(np.float32) * sx) @ (w8.astype(np.float32) * sw),
         "NumPy: the integers through float32 BLAS":
             lambda: (x8.astype(np.float32) @ w8.astype(np.float32)) * (sx * sw),
-        "burnish float32 x @ w (ndarray)": lambda: tx @ tw,
-        "burnish qx @ qw (ndarray, both int8)": lambda: qx @ qw,
-        "burnish x @ qw (ndarray, int8 weights only)": lambda: tx @ qw,
-        "burnish quantized linear: quantize x, then qx @ qw": lambda: linear(
-            tx.quantize(activations, scales=qx.scales), qw),
     }
+    for name, parts in operands.items():
+        runs.update(_burnish_runs(name, *parts, activations, linear))
+    if args.capped:
+        runs.update(_capped_runs(x8, w8, sx, sw))
     seconds, _ = measure(runs, args.repeat, args.min_time)
     if not args.skip_int_numpy:
         started = time.perf_counter()
         exact = x8.astype(np.int32) @ w8.astype(np.int32)
         seconds["NumPy int32 matmul of the int8 values (one run)"] = \
             time.perf_counter() - started
-        through_blas = (qx @ qw).to_numpy().astype(np.float64)
-        check = np.abs(through_blas - exact * (sx * sw).astype(np.float64)).max()
-        print(f"burnish qx @ qw against NumPy's exact integer product: max difference {check:.3g}"
-              f" (float32 rounding of the scaled result)")
+        for name, (_, _, qx, qw) in operands.items():
+            product = (qx @ qw).to_numpy().astype(np.float64)
+            check = np.abs(product - exact * (sx * sw).astype(np.float64)).max()
+            print(f"burnish qx @ qw ({name}) against NumPy's exact integer product: max "
+                  f"difference {check:.3g} (float32 rounding of the scaled result)")
     reference = seconds["NumPy float32 x @ w"]
-    print(f"\n{n} x {n} @ {n} x {n}, best of {args.repeat}:\n")
+    threads = f"{args.threads} thread{'s' if args.threads != 1 else ''}"
+    print(f"\n{n} x {n} @ {n} x {n}, best of {args.repeat}, {threads}:\n")
     print("| implementation | ms | speed vs NumPy float32 |")
     print("|---|---:|---:|")
     for name, value in seconds.items():
         print(f"| {name} | {value * 1e3:.2f} | {reference / value:.2f}x |")
+    goal = "burnish qx @ qw (cpu, both int8)"
+    if goal in seconds:
+        speed = reference / seconds[goal]
+        print(f"\ngoal (issue 26): int8 matmul {n}^2 on the CPU at least 1.0x NumPy float32: "
+              f"{speed:.2f}x, {'met' if speed >= 1.0 else 'not met'}")
+
+
+def _burnish_runs(name: str, tx: Any, tw: Any, qx: Any, qw: Any, activations: Any,
+                  linear: Callable[..., Any]) -> dict[str, Callable[[], object]]:
+    """burnish's products on backend ``name`` (both backends compute when an op is called:
+    cpu's kernels return when done)."""
+    def float_product() -> object:
+        return tx @ tw
+
+    def both_quantized() -> object:
+        return qx @ qw
+
+    def weights_quantized() -> object:
+        return tx @ qw
+
+    def quantized_linear() -> object:
+        return linear(tx.quantize(activations, scales=qx.scales), qw)
+
+    return {f"burnish float32 x @ w ({name})": float_product,
+            f"burnish qx @ qw ({name}, both int8)": both_quantized,
+            f"burnish x @ qw ({name}, int8 weights only)": weights_quantized,
+            f"burnish quantized linear ({name}): quantize x, then qx @ qw": quantized_linear}
+
+
+def _capped_runs(x8: np.ndarray, w8: np.ndarray, sx: np.ndarray, sw: np.ndarray
+                 ) -> dict[str, Callable[[], object]]:
+    """cpu's int8 kernel kept from AVX-512 VNNI (and from AVX2), called on the integers."""
+    from burnish.cpu.compiler import Compiler
+    from burnish.cpu.int8_gemm import Int8Gemm
+
+    m, n = x8.shape[0], w8.shape[1]
+    zeros_m, zeros_n = np.zeros(m, np.int32), np.zeros(n, np.int32)
+    rows = np.full(m, sx, np.float32)
+    out = np.empty((m, n), np.float32)
+    runs: dict[str, Callable[[], object]] = {}
+    for cap in ("avx2", "portable"):
+        kernel = Int8Gemm(Compiler(), at_most=cap)
+        packed = kernel.pack(w8)
+
+        def product(kernel: Int8Gemm = kernel, packed: tuple = packed) -> object:
+            kernel.product(x8, packed, True, zeros_m, zeros_n, rows, sw, out)
+            return out
+
+        runs[f"cpu's int8 kernel built for {kernel.path} (packed weights)"] = product
+    return runs
 
 
 if __name__ == "__main__":

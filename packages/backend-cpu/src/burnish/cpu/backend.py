@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from burnish.cpu.module_ops import CpuModuleOps
+from burnish.cpu.quant_ops import CpuQuantOps
 from burnish.device import Device
 from burnish.dtype import ALL_DTYPES, DType
 from burnish.errors import UnsupportedError
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from burnish.jit.runtime import Runtime
 
 
-class CpuBackend(CpuModuleOps, JitBackend):
+class CpuBackend(CpuModuleOps, CpuQuantOps, JitBackend):
     """One device, the CPU, all its cores (``OMP_NUM_THREADS`` sets how many). Every burnish
     dtype; float16 and bfloat16 are stored in 16 bits and computed in float32. Kernels are
     compiled by ``$CC`` (else ``cc``) and cached under ``$BURNISH_CACHE_DIR/cpu-kernels``;
@@ -38,7 +39,8 @@ class CpuBackend(CpuModuleOps, JitBackend):
         return ALL_DTYPES
 
     def describe_device(self, device: Device) -> str:
-        """The processor and the compiler that builds its kernels (``python -m burnish
-        info``)."""
+        """The processor, the compiler that builds its kernels and the int8 products' kernel
+        (``python -m burnish info``)."""
         runtime = self.runtime(device)
-        return f"{runtime.describe()}; kernels by {runtime.describe_compiler()}"  # type: ignore[attr-defined]  # CpuRuntime's
+        return (f"{runtime.describe()}; kernels by {runtime.describe_compiler()}; "  # type: ignore[attr-defined]  # CpuRuntime's
+                f"int8 products: {runtime.int8_gemm.path}")  # type: ignore[attr-defined]

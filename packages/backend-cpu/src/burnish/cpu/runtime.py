@@ -20,6 +20,8 @@ from burnish.cpu.attention import NativeAttention, takes
 from burnish.cpu.blas import Gemm
 from burnish.cpu.compiler import Compiler
 from burnish.cpu.conv import NativeConv, geometry
+from burnish.cpu.int8_gemm import Int8Gemm
+from burnish.cpu.int8_quantize import Int8Quantize
 from burnish.cpu.recurrent import NativeRecurrent, weight_layout
 from burnish.jit import ir
 from burnish.jit.codegen.cpu import CpuGenerator
@@ -69,6 +71,8 @@ class CpuRuntime(Runtime):
         self._conv: NativeConv | None = None
         self._attention: NativeAttention | None = None
         self._recurrent: NativeRecurrent | None = None
+        self._int8_gemm: Int8Gemm | None = None
+        self._int8_quantize: Int8Quantize | None = None
         self.library_products = os.environ.get("BURNISH_CPU_BLAS", "1").lower() not in (
             "0", "false", "off", "no")
 
@@ -254,6 +258,20 @@ class CpuRuntime(Runtime):
         self.host(_recurrent, inputs, (outputs, *states), cell is not None,
                   hidden_bias is not None, reverse, self.native_recurrent)
         return (outputs, *states)
+
+    @property
+    def int8_gemm(self) -> Int8Gemm:
+        """Products of 8-bit integers in compiled C (made at the first use)."""
+        if self._int8_gemm is None:
+            self._int8_gemm = Int8Gemm(self.compiler)
+        return self._int8_gemm
+
+    @property
+    def int8_quantize(self) -> Int8Quantize:
+        """float32 to 8-bit integers in one compiled pass (made at the first use)."""
+        if self._int8_quantize is None:
+            self._int8_quantize = Int8Quantize(self.compiler)
+        return self._int8_quantize
 
     @property
     def gemm(self) -> Gemm:

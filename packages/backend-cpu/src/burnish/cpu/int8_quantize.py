@@ -1,0 +1,88 @@
+"""Quantizing float32 tensors to int8 or uint8 in one compiled pass (the protocol's default is a
+kernel per step: divide, round, add the zero point, clamp, cast).
+
+The arithmetic is the default's, step for step in float32: ``clamp(rint(x / scale) + zero_point,
+low, high)`` (``rint`` rounds halves to even, as NumPy's), so the integers are the same.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+SOURCE = r"""
+#include <stdint.h>
+#include <math.h>
+
+/* x [outer, channels, inner] (plain) to out (int8 where to_signed, else uint8): per channel
+   (channels > 1, or one scale) scales[c] and points[c] (NULL: offset for every value). */
+#define QUANTIZE(NAME, T)                                                                    \
+static void NAME(int64_t rows, int64_t channels, int64_t inner, const float *x,             \
+                 const float *scales, const float *points, float offset, float low,         \
+                 float high, T *out) {                                                       \
+    if (channels == 1) {                                                                     \
+        int64_t total = rows * inner;                                                        \
+        float s = scales[0], z = points ? points[0] : offset;                                \
+        _Pragma("omp parallel for schedule(static) if (total > (1 << 16))")                \
+        for (int64_t i = 0; i < total; i++) {                                                \
+            float q = rintf(x[i] / s) + z;                                                   \
+            out[i] = (T)(q < low ? low : (q > high ? high : q));                             \
+        }                                                                                    \
+        return;                                                                              \
+    }                                                                                        \
+    _Pragma("omp parallel for schedule(static) if (rows * channels * inner > (1 << 16))")  \
+    for (int64_t r = 0; r < rows * channels; r++) {                                          \
+        int64_t c = r % channels;                                                            \
+        float s = scales[c], z = points ? points[c] : offset;                                \
+        const float *src = x + r * inner;                                                    \
+        T *dst = out + r * inner;                                                            \
+        for (int64_t i = 0; i < inner; i++) {                                                \
+            float q = rintf(src[i] / s) + z;                                                 \
+            dst[i] = (T)(q < low ? low : (q > high ? high : q));                             \
+        }                                                                                    \
+    }                                                                                        \
+}
+
+QUANTIZE(quantize_s8, int8_t)
+QUANTIZE(quantize_u8, uint8_t)
+
+void burnish_quantize_f32(int64_t rows, int64_t channels, int64_t inner, const float *x,
+                          const float *scales, const float *points, float offset, float low,
+                          float high, int to_signed, void *out) {
+    if (to_signed)
+        quantize_s8(rows, channels, inner, x, scales, points, offset, low, high, out);
+    else
+        quantize_u8(rows, channels, inner, x, scales, points, offset, low, high, out);
+}
+"""
+
+
+class Int8Quantize:
+    """The compiled pass, on OpenMP's threads."""
+
+    def __init__(self, compiler: Any) -> None:
+        self.library = compiler.build(SOURCE)
+        function = self.library.burnish_quantize_f32
+        i64, ptr, real = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
+        function.argtypes = [i64, i64, i64, ptr, ptr, ptr, real, real, real, ctypes.c_int, ptr]
+        function.restype = None
+        self.function = function
+
+    def __call__(self, x: np.ndarray, channel_axis: int | None, scales: np.ndarray,
+                 points: np.ndarray | None, offset: float, low: float, high: float,
+                 out: np.ndarray) -> None:
+        """``out`` (int8 or uint8, plain) = ``x`` (float32, plain) quantized with ``scales``
+        and ``points`` (float32, one, or one per index of ``channel_axis``; ``points`` None:
+        ``offset`` for every value), clamped to ``[low, high]``."""
+        shape = x.shape
+        if channel_axis is None:
+            rows, channels, inner = 1, 1, x.size
+        else:
+            channels = shape[channel_axis]
+            rows = int(np.prod(shape[:channel_axis]))
+            inner = int(np.prod(shape[channel_axis + 1:]))
+        self.function(rows, channels, inner, x.ctypes.data, scales.ctypes.data,
+                      None if points is None else points.ctypes.data, offset, low, high,
+                      int(out.dtype == np.int8), out.ctypes.data)

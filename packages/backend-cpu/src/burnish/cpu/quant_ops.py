@@ -1,0 +1,193 @@
+"""Quantized tensors on the CPU: two 8-bit operands multiplied by ``burnish.cpu.int8_gemm``,
+float32 tensors quantized to 8 bits by ``burnish.cpu.int8_quantize``.
+
+``quantized_matmul`` of two quantized operands (hence ``quantized_linear`` too) runs the
+integer kernel where the scales factor out of the sums: ``lhs`` ``[..., M, K]`` int8 or uint8
+per tensor or per row (a channel axis of ``-2``), ``rhs`` ``[K, N]`` int8 or uint8 per tensor or
+per column (axis 1), symmetric or affine, ``K`` up to ``int8_gemm.MAX_INNER``. Everything else
+(a float operand, int4, per-block scales, a batched ``rhs``) is the protocol's default:
+dequantize, then the float op.
+
+The weights (``rhs``) are packed for the kernel at their first product and the packing kept as
+long as their buffer lives: a quantized layer's weights are constants (burnish writes no
+tensor's buffer in place).
+
+``quantize`` of float32 to int8 or uint8, per tensor or per channel, is one compiled pass with
+the default's arithmetic (the same integers); int4, per-block schemes and other float dtypes
+take the default.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from burnish.backend.quant_ops import QuantizedPrimitive, QuantOps
+from burnish.cpu.int8_gemm import MAX_INNER, Int8Gemm
+from burnish.dtype import DType, float32
+from burnish.jit.kernels.elementwise import plain
+from burnish.jit.tensor import JitTensor
+from burnish.quantization.scheme import PerChannel, PerTensor, QuantScheme, channel_axis
+
+if TYPE_CHECKING:
+    from burnish.cpu.runtime import CpuRuntime
+
+_BYTES = frozenset({"int8", "uint8"})
+
+
+class PackedWeights:
+    """A ``[K, N]`` operand as ``Int8Gemm`` reads it (its packed bytes and columns' sums)."""
+
+    __slots__ = ("packed", "signed")
+
+    def __init__(self, packed: tuple[np.ndarray, np.ndarray], signed: bool):
+        self.packed = packed
+        self.signed = signed
+
+
+class CpuQuantOps(QuantOps):
+    """``quantized_matmul`` of two 8-bit operands through the compiled int8 kernel, and
+    ``quantize`` to 8 bits in one pass."""
+
+    cast: Callable[..., Any]  # the backend's (JitBackend)
+
+    def quantized_matmul(self, lhs: Any, rhs: Any, dtype: DType) -> Any:
+        if not _takes(lhs, rhs):
+            return super().quantized_matmul(lhs, rhs, dtype)
+        values: JitTensor = lhs.values
+        runtime = cast("CpuRuntime", values.runtime)
+        gemm: Int8Gemm = runtime.int8_gemm
+        weights = _packed(gemm, rhs)
+        k, n = rhs.shape
+        rows = 1
+        for d in lhs.shape[:-1]:
+            rows *= d
+        if values.ndim == 2:
+            a = values
+        else:
+            a = plain(values)
+            a = a.view((rows, k), (k, 1), a.offset)
+        out = JitTensor(runtime.pool.alloc(max(1, rows * n) * 4), (*lhs.shape[:-1], n), float32,
+                        values.device, runtime)
+        inputs = [a, lhs.scales, rhs.scales]
+        if lhs.zero_points is not None:
+            inputs.append(lhs.zero_points)
+        if rhs.zero_points is not None:
+            inputs.append(rhs.zero_points)
+        result = out.view((rows, n), (n, 1), 0)
+        runtime.host(_product, inputs, (result,), gemm, weights, _params(lhs), _params(rhs))
+        return out if dtype is float32 else self.cast(out, float32, dtype)
+
+    def quantize(self, x: Any, scales: Any, zero_points: Any, scheme: QuantScheme,
+                 dtype: DType) -> QuantizedPrimitive:
+        granularity = scheme.granularity
+        if (dtype is not float32 or scheme.value not in _BYTES
+                or not isinstance(granularity, PerTensor | PerChannel)
+                or not isinstance(x, JitTensor) or not hasattr(x.runtime, "int8_quantize")
+                or x.numel == 0):
+            return super().quantize(x, scales, zero_points, scheme, dtype)
+        runtime = cast("CpuRuntime", x.runtime)
+        shape = tuple(x.shape)
+        values = JitTensor(runtime.pool.alloc(x.numel), shape, scheme.storage_dtype, x.device,
+                           runtime)
+        axis = channel_axis(granularity, shape) if isinstance(granularity, PerChannel) else None
+        low, high = scheme.range
+        if scheme.mode == "symmetric":
+            low = scheme.symmetric_zero - scheme.symmetric_limit
+            high = scheme.symmetric_zero + scheme.symmetric_limit
+        inputs = [plain(x), scales] + ([] if zero_points is None else [zero_points])
+        runtime.host(_quantize, inputs, (values,), runtime.int8_quantize, axis,
+                     float(scheme.symmetric_zero), float(low), float(high))
+        return QuantizedPrimitive(values, scales, zero_points, scheme, shape)
+
+
+def _quantize(x: np.ndarray, scales: np.ndarray, *rest: Any) -> None:
+    """``Int8Quantize`` with the arguments ``CpuQuantOps.quantize`` recorded."""
+    *points, out, kernel, axis, offset, low, high = rest
+    float_points = np.ascontiguousarray(points[0], np.float32).reshape(-1) if points else None
+    kernel(x, axis, np.ascontiguousarray(scales, np.float32).reshape(-1), float_points, offset,
+           low, high, out)
+
+
+def _takes(lhs: Any, rhs: Any) -> bool:
+    """Whether the int8 kernel computes ``lhs @ rhs``."""
+    if not (isinstance(lhs, QuantizedPrimitive) and isinstance(rhs, QuantizedPrimitive)):
+        return False
+    if lhs.scheme.value not in _BYTES or rhs.scheme.value not in _BYTES:
+        return False
+    if len(rhs.shape) != 2 or not 0 < rhs.shape[0] <= MAX_INNER:
+        return False
+    if not isinstance(lhs.values, JitTensor) or not hasattr(lhs.values.runtime, "int8_gemm"):
+        return False
+    if any(n == 0 for n in lhs.shape) or rhs.shape[1] == 0:
+        return False
+    return _scaled_along(lhs, len(lhs.shape) - 2) and _scaled_along(rhs, 1)
+
+
+def _scaled_along(q: QuantizedPrimitive, axis: int) -> bool:
+    """Whether ``q``'s scales are one, or one per index of ``axis``."""
+    granularity = q.scheme.granularity
+    if isinstance(granularity, PerTensor):
+        return True
+    return isinstance(granularity, PerChannel) and channel_axis(granularity, q.shape) == axis
+
+
+def _params(q: QuantizedPrimitive) -> tuple[bool, bool, int]:
+    """How ``_product`` reads an operand's parameters: (per channel, has zero points, the
+    symmetric zero point)."""
+    return (isinstance(q.scheme.granularity, PerChannel), q.zero_points is not None,
+            q.scheme.symmetric_zero)
+
+
+_packings: weakref.WeakKeyDictionary[Any, dict[tuple, PackedWeights]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _packed(gemm: Int8Gemm, rhs: QuantizedPrimitive) -> PackedWeights:
+    """``rhs``'s values packed for ``gemm``, once per buffer and layout."""
+    values: JitTensor = rhs.values
+    key = (id(gemm), values.shape, values.strides, values.offset, values.dtype.name)
+    per_buffer = _packings.setdefault(values.buffer, {})
+    found = per_buffer.get(key)
+    if found is None:
+        array = _array(values)
+        found = PackedWeights(gemm.pack(array), array.dtype == np.int8)
+        per_buffer[key] = found
+    return found
+
+
+def _array(t: JitTensor) -> np.ndarray:
+    """The NumPy view of a host tensor's elements."""
+    kind = np.dtype(t.dtype.name)
+    size = kind.itemsize
+    return np.ndarray(t.shape, kind, buffer=t.buffer.handle.array, offset=t.offset * size,
+                      strides=tuple(s * size for s in t.strides))
+
+
+def _vector(params: np.ndarray | None, per_channel: bool, count: int, fill: float,
+            dtype: Any) -> np.ndarray:
+    """Per-row or per-column parameters as a contiguous vector of ``count``: per channel
+    repeated over batches of rows, one per tensor everywhere, none as ``fill``."""
+    if params is None:
+        return np.full(count, fill, dtype)
+    values = params.astype(dtype).reshape(-1)
+    if not per_channel:
+        return np.full(count, values[0], dtype)
+    return np.ascontiguousarray(np.tile(values, count // values.size))
+
+
+def _product(a: np.ndarray, sa: np.ndarray, sb: np.ndarray, *rest: Any) -> None:
+    """``Int8Gemm.product`` with the arguments ``CpuQuantOps.quantized_matmul`` recorded."""
+    *arrays, out, gemm, weights, (a_channel, a_points, a_zero), (b_channel, b_points, b_zero) \
+        = rest
+    za = arrays.pop(0) if a_points else None
+    zb = arrays.pop(0) if b_points else None
+    m, n = out.shape
+    gemm.product(a, weights.packed, weights.signed,
+                 _vector(za, a_channel, m, a_zero, np.int32),
+                 _vector(zb, b_channel, n, b_zero, np.int32),
+                 _vector(sa, a_channel, m, 1.0, np.float32),
+                 _vector(sb, b_channel, n, 1.0, np.float32), out)
