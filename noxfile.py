@@ -129,10 +129,16 @@ def tests(session: nox.Session) -> None:
     session.install("pytest", "rich>=13", "pexpect", "nox", *EXAMPLE_REQUIREMENTS)
     # burnish-distributed's tests start ranks with mpiexec: mpi4py and the mpich wheel's MPI.
     session.install("mpi4py>=4", "mpich>=4")
+    # pytest-xdist: the tests in BURNISH_JOBS processes (the machine's cores by default), each
+    # taking the next test when it is free (a few tests compile large kernels on a software GPU
+    # driver for minutes, so whole files per process would not even out).
+    session.install("pytest-xdist>=3.6")
+    jobs = max(1, int(os.environ.get("BURNISH_JOBS", os.cpu_count() or 1)))
     paths = [str(p) for p in sorted(PACKAGES.glob("*/tests"))] + [str(ROOT / "tests")]
     # importlib mode: test files of the same name in two packages do not collide. pytest's exit
     # status 5 (no tests collected) fails the session like any other non-zero status.
-    session.run("pytest", "--import-mode=importlib", *paths, *session.posargs)
+    session.run("pytest", "--import-mode=importlib", "-n", str(jobs), "--dist", "worksteal",
+                *paths, *session.posargs)
 
 
 @nox.session

@@ -48,6 +48,8 @@ def test_example_runs(folder, run, tmp_path, needs_backends, monkeypatch):
         monkeypatch.setenv("BURNISH_CACHE", str(tmp_path / "cache"))
         monkeypatch.delenv("BURNISH_MNIST_DIR", raising=False)
         args = [*MNIST, "--run-dir", tmp_path]
+    elif folder.name == "distributed":  # its run folder (checkpoints, logs) is the test's
+        args = ["--run-dir", tmp_path]
     out = run(sys.executable, script, *args, cwd=folder, timeout=600).stdout
     assert out.strip(), f"{script.name} printed nothing"
     if folder.name == "mnist":
