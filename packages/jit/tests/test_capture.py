@@ -447,3 +447,54 @@ def test_an_arena_places_allocations_in_use_together_apart():
     busiest = max(sum(nbytes[a[0]] for a, (f, z) in spans.items() if f <= t <= z)
                   for t in range(600))
     assert arena.nbytes <= 1.25 * busiest, (arena.nbytes, busiest)
+
+
+def test_a_quantized_model_replays(gpu):
+    """A model holding quantized tensors (weights, calibrated input scales) is captured like any
+    other: its quantized tensors' parts are tensors of the held state."""
+    from burnish import nn
+    from burnish.nn.quant import Quantizer
+    from burnish.quantization import PerTensor, QuantScheme
+
+    device = device_of(gpu)
+    rng = np.random.default_rng(3)
+
+    class Model(nn.Module):
+        first: nn.Linear
+        second: nn.Linear
+
+        def forward(self, x):
+            return self.second(F.relu(self.first(x)))
+
+    model = Model(first=nn.LinearConfig(24, 40).init(device),
+                  second=nn.LinearConfig(40, 6).init(device))
+    inputs = [Tensor.from_data(data(rng, 5, 24), device=device) for _ in range(4)]
+    quantized = Quantizer(activations=QuantScheme(granularity=PerTensor())).quantize(
+        model, inputs)
+    captured = bn.capture(quantized.forward, strict=True)
+    for x in inputs * 2:
+        np.testing.assert_array_equal(captured(x).to_numpy(), quantized.forward(x).to_numpy())
+    (stats,) = captured.stats()
+    assert stats["captured"] and stats["replays"] >= 3, stats
+
+
+def test_replacing_a_held_quantized_tensor_is_refused(gpu):
+    from burnish.quantization import QuantScheme
+
+    device = device_of(gpu)
+    rng = np.random.default_rng(4)
+
+    class State:
+        weight = Tensor.from_data(data(rng, 8, 8), device=device).quantize(QuantScheme())
+
+    state = State()
+
+    def step(x):
+        state.weight = (state.weight.dequantize() * 0.5).quantize(QuantScheme())
+        return x @ state.weight.dequantize()
+
+    captured = bn.capture(step, strict=True)
+    x = Tensor.from_data(data(rng, 2, 8), device=device)
+    with pytest.raises(CaptureError, match="replaces a quantized tensor"):
+        for _ in range(6):
+            captured(x)

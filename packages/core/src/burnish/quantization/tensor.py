@@ -38,9 +38,10 @@ class QuantizedTensor:
     ``QuantizedTensor.from_parts`` puts them back together.
     """
 
-    __slots__ = ("_q", "_device")
+    __slots__ = ("_q", "_device", "_parts")
     _q: _ops.QuantizedPrimitive
     _device: Device
+    _parts: tuple[Tensor, Tensor, Tensor | None]
 
     def __init__(self, *args: Any, **kwargs: Any):
         raise TypeError("make quantized tensors with tensor.quantize(scheme) or "
@@ -52,6 +53,15 @@ class QuantizedTensor:
         out._q = q
         out._device = device
         return out
+
+    def parts(self) -> tuple[Tensor, Tensor, Tensor | None]:
+        """``(values, scales, zero_points)``, the same tensor objects at every call (a quantized
+        tensor never changes its parts): what ``burnish.capture`` sees of it."""
+        try:
+            return self._parts
+        except AttributeError:
+            self._parts = (self.values, self.scales, self.zero_points)
+            return self._parts
 
     @classmethod
     def from_parts(cls, values: Tensor, scales: Tensor, zero_points: Tensor | None,

@@ -44,6 +44,7 @@ from typing import Any
 from burnish import amp as _amp
 from burnish.device import Device
 from burnish.errors import CaptureError
+from burnish.quantization.tensor import QuantizedTensor
 from burnish.replay.tree import (
     Leaf,
     builder,
@@ -243,6 +244,9 @@ class Captured:
             for i in updated:
                 if isinstance(places[i][0], tuple):
                     raise CaptureError("it replaces a tensor held in a tuple")
+                if isinstance(places[i][0], QuantizedTensor):
+                    raise CaptureError("it replaces a quantized tensor that it holds (a "
+                                       "replay cannot put new parts into it)")
             if entry.recorder is None:
                 problem = base.compare(recorder, recorder)
                 if problem is not None:

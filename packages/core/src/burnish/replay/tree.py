@@ -16,6 +16,7 @@ from burnish.device import Device
 from burnish.distribution import Distribution
 from burnish.dtype import DType
 from burnish.errors import CaptureError
+from burnish.quantization.tensor import QuantizedTensor
 from burnish.tensor import Tensor
 from burnish.tensor.core import make
 
@@ -113,6 +114,10 @@ def flatten(value: Any, tensors: list[Tensor], places: list[tuple[Any, Any]],
         return Tensor
     if category == _CONSTANT:
         return (kind, value)
+    if category == _QUANTIZED:  # its scheme and shape, then its parts as tensors
+        return (kind, value.scheme, tuple(value.shape),
+                *[flatten(part, tensors, places, value, name, depth + 1)
+                  for name, part in zip(_PARTS, value.parts())])
     if depth > MAX_DEPTH:
         raise CaptureError(f"its arguments nest deeper than {MAX_DEPTH} levels (or refer to "
                            "themselves)")
@@ -135,13 +140,16 @@ def flatten(value: Any, tensors: list[Tensor], places: list[tuple[Any, Any]],
 
 
 #: What ``flatten`` does with a value, by its type (worked out once per type).
-_TENSOR, _CONSTANT, _SEQUENCE, _MAPPING, _OBJECT = range(5)
+_TENSOR, _CONSTANT, _SEQUENCE, _MAPPING, _OBJECT, _QUANTIZED = range(6)
+_PARTS = ("values", "scales", "zero_points")
 _CATEGORY: dict[type, int] = {}
 
 
 def _category(kind: type) -> int:
     if issubclass(kind, Tensor):
         found = _TENSOR
+    elif issubclass(kind, QuantizedTensor):
+        found = _QUANTIZED
     elif issubclass(kind, _CONSTANTS):
         found = _CONSTANT
     elif issubclass(kind, tuple | list):  # named tuples and list subclasses too
