@@ -29,6 +29,15 @@ def test_unknown_dtype_names_the_value():
         (bn.uint8, bn.int32, bn.int32),
         (bn.int16, bn.int32, bn.int32),
         (bn.bool_, bn.bool_, bn.bool_),
+        (bn.uint16, bn.int16, bn.int32),
+        (bn.uint32, bn.int8, bn.int64),
+        (bn.uint64, bn.uint8, bn.uint64),
+        (bn.uint4, bn.int4, bn.int8),
+        (bn.int4, bn.int8, bn.int8),
+        (bn.uint4, bn.uint8, bn.uint8),
+        (bn.float8_e4m3fn, bn.float8_e5m2, bn.float16),
+        (bn.float8_e4m3fnuz, bn.bfloat16, bn.bfloat16),
+        (bn.float8_e5m2fnuz, bn.int64, bn.float8_e5m2fnuz),
     ],
 )
 def test_promotion_matches_pytorch(a, b, expected):
@@ -58,3 +67,12 @@ def test_scalars_are_weak():
 def test_numpy_names_are_kept():
     assert bn.bfloat16.numpy.name == "bfloat16"
     assert bn.float32.numpy == np.float32
+
+
+def test_new_dtypes_have_their_widths_and_kinds():
+    assert (bn.int4.bits, bn.int4.itemsize, bn.int4.signed) == (4, 1, True)
+    assert (bn.uint4.bits, bn.uint4.signed) == (4, False)
+    assert all(d.is_float and d.bits == 8 for d in bn.dtype.FLOAT8_DTYPES)
+    assert bn.uint64.is_int and not bn.uint64.signed and bn.uint64.bits == 64
+    assert get_dtype("u16") is bn.uint16 and get_dtype("i4") is bn.int4
+    assert bn.float8_e4m3fn.numpy.name == "float8_e4m3fn"

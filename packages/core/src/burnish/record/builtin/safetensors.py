@@ -4,7 +4,8 @@ Tensors are stored under their dotted paths (``encoder.layers.0.weight``) with s
 own dtype codes (``F32``, ``BF16``...). burnish's metadata lives in the header's ``__metadata__``
 (strings only): ``burnish.format_version``, ``burnish.version``, ``burnish.precision``,
 ``burnish.structure`` (the tree's skeleton as JSON: key order, lists, empty dicts) and
-``burnish.metadata`` (the user's metadata as JSON). A file without them (written elsewhere) loads
+``burnish.metadata`` (the user's metadata as JSON) and, where there are int4/uint4 tensors (which
+safetensors has no code for, stored one value per byte as ``I8``/``U8``), ``burnish.narrow``. A file without them (written elsewhere) loads
 as nested dicts split at the dots, its ``__metadata__`` strings becoming the user metadata.
 """
 
@@ -14,21 +15,30 @@ import json
 import struct
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import safetensors
 import safetensors.numpy
 
+from burnish.dtype import get_dtype
 from burnish.errors import RecordError
 from burnish.record.format import RecordFormat
 from burnish.record.record import RecordMetadata
 from burnish.record.tensor_bytes import decode_tensor
+from burnish.tensor_data import TensorData
 from burnish.record.tree import flatten, skeleton, unflatten, unflatten_dotted
 
 #: safetensors dtype codes and the burnish dtypes they hold.
 DTYPE_NAMES = {
     "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
     "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
+    "U64": "uint64", "U32": "uint32", "U16": "uint16",
+    "F8_E4M3": "float8_e4m3fn", "F8_E4M3FNUZ": "float8_e4m3fnuz",
+    "F8_E5M2": "float8_e5m2", "F8_E5M2FNUZ": "float8_e5m2fnuz",
 }
+#: dtypes safetensors has no code for, stored one value per byte as the code given, their names
+#: kept in the header's ``burnish.narrow`` (path -> dtype name).
+NARROW = {"int4": np.int8, "uint4": np.uint8}
 
 _PREFIX = "burnish."
 # The safetensors library refuses larger headers too; checked here before json.loads sees it.
@@ -51,9 +61,14 @@ class SafetensorsFormat(RecordFormat):
             _PREFIX + "structure": json.dumps(skeleton(tree), separators=(",", ":")),
             _PREFIX + "metadata": json.dumps(metadata.user, separators=(",", ":")),
         }
+        narrow = {path: t.dtype.name for path, t in flat.items() if t.dtype.name in NARROW}
+        if narrow:
+            header[_PREFIX + "narrow"] = json.dumps(narrow, separators=(",", ":"))
         # safetensors.numpy names ml_dtypes' bfloat16 "BF16" in the header, as torch does.
         # (np.require, not ascontiguousarray, which turns 0-d arrays into 1-d ones.)
         arrays = {path: np.require(t.to_numpy(), requirements="C") for path, t in flat.items()}
+        for path, name in narrow.items():
+            arrays[path] = arrays[path].astype(NARROW[name])
         return safetensors.numpy.save(arrays, metadata=header)
 
     def loads(self, data: bytes) -> tuple[dict[str, Any], RecordMetadata]:
@@ -71,9 +86,27 @@ class SafetensorsFormat(RecordFormat):
                 )
             flat[path] = decode_tensor(DTYPE_NAMES[code], entry["shape"], entry["data"], path)
         strings = _header_metadata(data)
+        if _PREFIX + "narrow" in strings:
+            for path, name in _json(strings, "narrow").items():
+                flat[path] = _narrow(flat, path, name)
         if _PREFIX + "format_version" not in strings:
             return unflatten_dotted(flat), RecordMetadata(None, None, None, dict(strings))
         return unflatten(_json(strings, "structure"), flat), _metadata(strings)
+
+
+def _narrow(flat: dict[str, TensorData], path: Any, name: Any) -> TensorData:
+    """Tensor ``path``, stored one value per byte, as the 4-bit dtype the header names."""
+    if name not in NARROW or path not in flat:
+        raise RecordError(f"the header names tensor {path!r} as {name!r}: no such 4-bit tensor")
+    stored = flat[path]
+    dtype = get_dtype(name)
+    info = ml_dtypes.iinfo(dtype.numpy)
+    values = stored.to_numpy()
+    if stored.dtype.numpy != NARROW[name] or (
+            values.size and not (info.min <= values.min() and values.max() <= info.max)):
+        raise RecordError(f"tensor {path!r} is {name} but holds {stored.dtype} values outside "
+                          f"[{info.min}, {info.max}]")
+    return TensorData(values.astype(dtype.numpy), dtype)
 
 
 def _header_metadata(data: bytes) -> dict[str, str]:
