@@ -38,6 +38,11 @@ def test_unknown_dtype_names_the_value():
         (bn.float8_e4m3fn, bn.float8_e5m2, bn.float16),
         (bn.float8_e4m3fnuz, bn.bfloat16, bn.bfloat16),
         (bn.float8_e5m2fnuz, bn.int64, bn.float8_e5m2fnuz),
+        (bn.float4_e2m1fn, bn.float8_e5m2, bn.float16),
+        (bn.float8_e8m0fnu, bn.float8_e4m3fn, bn.float32),
+        (bn.float8_e8m0fnu, bn.float16, bn.float32),
+        (bn.float8_e8m0fnu, bn.bfloat16, bn.bfloat16),
+        (bn.uint2, bn.int2, bn.int4),
     ],
 )
 def test_promotion_matches_pytorch(a, b, expected):

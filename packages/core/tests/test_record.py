@@ -46,7 +46,8 @@ def values(dtype: DType, rng: np.random.Generator, shape: tuple[int, ...]) -> np
         drawn[:2] = np.array([info.min, info.max], dtype.numpy)[: min(2, count)]
         return drawn.reshape(shape)
     bits = {8: np.uint64, 4: np.uint32, 2: np.uint16, 1: np.uint8}[dtype.itemsize]
-    raw = rng.integers(0, np.iinfo(bits).max, count, dtype=bits, endpoint=True)
+    raw = rng.integers(0, min(np.iinfo(bits).max, 2**dtype.bits - 1), count, dtype=bits,
+                       endpoint=True)
     specials = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0], dtype=dtype.numpy)
     array = raw.view(dtype.numpy)
     array[: len(specials)] = specials[: count]

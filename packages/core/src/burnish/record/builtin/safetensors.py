@@ -4,8 +4,9 @@ Tensors are stored under their dotted paths (``encoder.layers.0.weight``) with s
 own dtype codes (``F32``, ``BF16``...). burnish's metadata lives in the header's ``__metadata__``
 (strings only): ``burnish.format_version``, ``burnish.version``, ``burnish.precision``,
 ``burnish.structure`` (the tree's skeleton as JSON: key order, lists, empty dicts) and
-``burnish.metadata`` (the user's metadata as JSON) and, where there are int4/uint4 tensors (which
-safetensors has no code for, stored one value per byte as ``I8``/``U8``), ``burnish.narrow``. A file without them (written elsewhere) loads
+``burnish.metadata`` (the user's metadata as JSON) and, where there are tensors of dtypes narrower
+than a byte (stored one value per byte as ``U8``: safetensors has no code for them),
+``burnish.narrow``. A file without them (written elsewhere) loads
 as nested dicts split at the dots, its ``__metadata__`` strings becoming the user metadata.
 """
 
@@ -15,12 +16,11 @@ import json
 import struct
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import safetensors
 import safetensors.numpy
 
-from burnish.dtype import get_dtype
+from burnish.dtype import SUB_BYTE_DTYPES
 from burnish.errors import RecordError
 from burnish.record.format import RecordFormat
 from burnish.record.record import RecordMetadata
@@ -34,11 +34,12 @@ DTYPE_NAMES = {
     "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
     "U64": "uint64", "U32": "uint32", "U16": "uint16",
     "F8_E4M3": "float8_e4m3fn", "F8_E4M3FNUZ": "float8_e4m3fnuz",
-    "F8_E5M2": "float8_e5m2", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "F8_E5M2": "float8_e5m2", "F8_E5M2FNUZ": "float8_e5m2fnuz", "F8_E8M0": "float8_e8m0fnu",
 }
-#: dtypes safetensors has no code for, stored one value per byte as the code given, their names
-#: kept in the header's ``burnish.narrow`` (path -> dtype name).
-NARROW = {"int4": np.int8, "uint4": np.uint8}
+#: dtypes narrower than a byte, which safetensors has no one-value-per-byte code for: stored as
+#: ``U8`` holding each value's bits (as ml_dtypes holds them in memory), their names kept in the
+#: header's ``burnish.narrow`` (path -> dtype name).
+NARROW = {dtype.name: dtype for dtype in SUB_BYTE_DTYPES}
 
 _PREFIX = "burnish."
 # The safetensors library refuses larger headers too; checked here before json.loads sees it.
@@ -67,8 +68,8 @@ class SafetensorsFormat(RecordFormat):
         # safetensors.numpy names ml_dtypes' bfloat16 "BF16" in the header, as torch does.
         # (np.require, not ascontiguousarray, which turns 0-d arrays into 1-d ones.)
         arrays = {path: np.require(t.to_numpy(), requirements="C") for path, t in flat.items()}
-        for path, name in narrow.items():
-            arrays[path] = arrays[path].astype(NARROW[name])
+        for path in narrow:
+            arrays[path] = arrays[path].view(np.uint8)
         return safetensors.numpy.save(arrays, metadata=header)
 
     def loads(self, data: bytes) -> tuple[dict[str, Any], RecordMetadata]:
@@ -95,18 +96,15 @@ class SafetensorsFormat(RecordFormat):
 
 
 def _narrow(flat: dict[str, TensorData], path: Any, name: Any) -> TensorData:
-    """Tensor ``path``, stored one value per byte, as the 4-bit dtype the header names."""
+    """Tensor ``path``, stored one value per byte, as the sub-byte dtype the header names."""
     if name not in NARROW or path not in flat:
-        raise RecordError(f"the header names tensor {path!r} as {name!r}: no such 4-bit tensor")
-    stored = flat[path]
-    dtype = get_dtype(name)
-    info = ml_dtypes.iinfo(dtype.numpy)
-    values = stored.to_numpy()
-    if stored.dtype.numpy != NARROW[name] or (
-            values.size and not (info.min <= values.min() and values.max() <= info.max)):
-        raise RecordError(f"tensor {path!r} is {name} but holds {stored.dtype} values outside "
-                          f"[{info.min}, {info.max}]")
-    return TensorData(values.astype(dtype.numpy), dtype)
+        raise RecordError(f"the header names tensor {path!r} as {name!r}: no such tensor of a dtype narrower than a byte")
+    stored, dtype = flat[path], NARROW[name]
+    codes = stored.to_numpy()
+    if stored.dtype.name != "uint8" or codes.max(initial=0) >= 2**dtype.bits:
+        raise RecordError(f"tensor {path!r} is {name} but holds {stored.dtype} values that are "
+                          f"not {dtype.bits}-bit codes")
+    return TensorData(codes.view(dtype.numpy), dtype)
 
 
 def _header_metadata(data: bytes) -> dict[str, str]:

@@ -12,9 +12,7 @@ from burnish import Tensor
 from burnish.nn import Param
 
 #: burnish dtypes by the names generated code uses.
-DTYPES = {"float32": bn.float32, "float64": bn.float64, "float16": bn.float16,
-          "bfloat16": bn.bfloat16, "int8": bn.int8, "int16": bn.int16, "int32": bn.int32,
-          "int64": bn.int64, "uint8": bn.uint8, "bool": bn.bool_}
+DTYPES = {dtype.name: dtype for dtype in bn.dtype.ALL_DTYPES}
 
 
 def dtype(name: str) -> bn.DType:
