@@ -25,8 +25,8 @@ from burnish.errors import RecordError
 from burnish.record.format import RecordFormat
 from burnish.record.record import RecordMetadata
 from burnish.record.tensor_bytes import decode_tensor
-from burnish.tensor_data import TensorData
 from burnish.record.tree import flatten, skeleton, unflatten, unflatten_dotted
+from burnish.tensor_data import TensorData
 
 #: safetensors dtype codes and the burnish dtypes they hold.
 DTYPE_NAMES = {
@@ -98,7 +98,8 @@ class SafetensorsFormat(RecordFormat):
 def _narrow(flat: dict[str, TensorData], path: Any, name: Any) -> TensorData:
     """Tensor ``path``, stored one value per byte, as the sub-byte dtype the header names."""
     if name not in NARROW or path not in flat:
-        raise RecordError(f"the header names tensor {path!r} as {name!r}: no such tensor of a dtype narrower than a byte")
+        raise RecordError(f"the header names tensor {path!r} as {name!r}: no such tensor of "
+                          "a dtype narrower than a byte")
     stored, dtype = flat[path], NARROW[name]
     codes = stored.to_numpy()
     if stored.dtype.name != "uint8" or codes.max(initial=0) >= 2**dtype.bits:
