@@ -81,3 +81,30 @@ def test_new_dtypes_have_their_widths_and_kinds():
     assert bn.uint64.is_int and not bn.uint64.signed and bn.uint64.bits == 64
     assert get_dtype("u16") is bn.uint16 and get_dtype("i4") is bn.int4
     assert bn.float8_e4m3fn.numpy.name == "float8_e4m3fn"
+
+
+def test_finfo_and_iinfo_cover_the_extended_dtypes():
+    from burnish.dtype import finfo, iinfo
+
+    assert float(finfo(bn.float8_e4m3fn).max) == 448.0
+    assert float(finfo("float8_e4m3fnuz").max) == 240.0
+    assert float(finfo(bn.float8_e5m2).max) == 57344.0
+    assert float(finfo(bn.float4_e2m1fn).max) == 6.0
+    assert (int(iinfo(bn.int4).min), int(iinfo(bn.int4).max)) == (-8, 7)
+    assert int(iinfo(bn.uint2).max) == 3 and int(iinfo(bn.uint64).max) == 2**64 - 1
+    with pytest.raises(bn.DTypeError, match="float dtype, got int4"):
+        finfo(bn.int4)
+    with pytest.raises(bn.DTypeError, match="int dtype, got float8_e5m2"):
+        iinfo(bn.float8_e5m2)
+
+
+@pytest.mark.parametrize("dtype", bn.dtype.EXTENDED_DTYPES, ids=str)
+def test_tensor_data_round_trips_through_bytes(dtype):
+    from burnish.tensor_data import TensorData
+
+    values = np.arange(1, 5).astype(dtype.numpy).reshape(2, 2)
+    data = TensorData(values)
+    assert data.dtype is dtype
+    back = TensorData.from_bytes(data.as_bytes(), [2, 2], dtype.name)
+    assert back.dtype is dtype and back.as_bytes() == data.as_bytes()
+    assert back.tolist() == values.tolist()

@@ -149,6 +149,24 @@ def get_dtype(value: DType | str | np.dtype | type) -> DType:
     return found
 
 
+def finfo(dtype: DType | str) -> Any:
+    """The float dtype's machine limits (``max``, ``min``, ``eps``, ``tiny``, ``bits``), from
+    NumPy or, for bfloat16, float8 and float4, ml_dtypes. ``DTypeError`` for a non-float."""
+    dtype = get_dtype(dtype)
+    if not dtype.is_float:
+        raise DTypeError(f"finfo needs a float dtype, got {dtype}")
+    return ml_dtypes.finfo(dtype.numpy)
+
+
+def iinfo(dtype: DType | str) -> Any:
+    """The int dtype's range (``min``, ``max``, ``bits``), from NumPy or, for int4/uint4 and
+    int2/uint2, ml_dtypes. ``DTypeError`` for a non-int."""
+    dtype = get_dtype(dtype)
+    if not dtype.is_int:
+        raise DTypeError(f"iinfo needs an int dtype, got {dtype}")
+    return ml_dtypes.iinfo(dtype.numpy)
+
+
 @functools.cache
 def promote(a: DType, b: DType) -> DType:
     """The dtype of a binary operation between tensors of dtypes ``a`` and ``b``.

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 import burnish as bn
@@ -90,10 +89,10 @@ def cast(x: Tensor, dtype_name: str, saturate: bool = True, round_mode: str = "u
     if target is bn.float8_e8m0fnu:
         return to_e8m0(x, saturate, round_mode)
     if saturate and dtype_name in SATURATING and x.kind is not bn.Kind.BOOL:
-        largest = float(ml_dtypes.finfo(target.numpy).max)
+        largest = float(bn.dtype.finfo(target).max)
         if x.dtype.is_float:
             x = x.clamp(min=-largest, max=largest)
-        elif float(np.iinfo(x.dtype.numpy).max) > largest:
+        elif float(bn.dtype.iinfo(x.dtype).max) > largest:
             x = x.clamp(min=-int(largest) if x.dtype.signed else 0, max=int(largest))
     return x.cast(target)
 
@@ -125,7 +124,7 @@ def to_e8m0(x: Tensor, saturate: bool = True, round_mode: str = "up") -> Tensor:
     if saturate:
         bump &= exponent != 0xFE
     codes = np.where(special, 0xFF, exponent + bump).astype(np.uint8)
-    return Tensor.from_data(codes.view(ml_dtypes.float8_e8m0fnu), device=x.device)
+    return Tensor.from_data(codes.view(bn.float8_e8m0fnu.numpy), device=x.device)
 
 
 def bitcast(x: Tensor, dtype_name: str) -> Tensor:

@@ -3,16 +3,13 @@ tensor, per axis and blocked), and the integer and QLinear forms of MatMul and C
 
 from __future__ import annotations
 
-import ml_dtypes
-
 import burnish as bn
 from burnish import Tensor
 from burnish.onnx.ops.core import DTYPES, cast
 from burnish.onnx.ops.nn import conv, matmul
 
 #: The range of each integer type a quantized value saturates into.
-RANGES = {name: (int(ml_dtypes.iinfo(DTYPES[name].numpy).min),
-                 int(ml_dtypes.iinfo(DTYPES[name].numpy).max))
+RANGES = {name: (int(bn.dtype.iinfo(name).min), int(bn.dtype.iinfo(name).max))
           for name in ("uint8", "int8", "int16", "uint16", "int4", "uint4", "int2", "uint2")}
 #: The float types ONNX quantizes to: no rounding, no zero point (it must be zero).
 FLOAT_TYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
