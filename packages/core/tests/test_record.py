@@ -39,12 +39,15 @@ def values(dtype: DType, rng: np.random.Generator, shape: tuple[int, ...]) -> np
     if dtype.is_bool:
         return rng.integers(0, 2, count).astype(np.bool_).reshape(shape)
     if dtype.is_int:
-        info = np.iinfo(dtype.numpy)
-        drawn = rng.integers(info.min, info.max, count, dtype=dtype.numpy, endpoint=True)
-        drawn[:2] = [info.min, info.max][: min(2, count)]
+        info = ml_dtypes.iinfo(dtype.numpy)
+        wide = np.uint64 if dtype.name == "uint64" else np.int64
+        drawn = rng.integers(int(info.min), int(info.max), count, dtype=wide, endpoint=True)
+        drawn = drawn.astype(dtype.numpy)
+        drawn[:2] = np.array([info.min, info.max], dtype.numpy)[: min(2, count)]
         return drawn.reshape(shape)
-    bits = {8: np.uint64, 4: np.uint32, 2: np.uint16}[dtype.itemsize]
-    raw = rng.integers(0, np.iinfo(bits).max, count, dtype=bits, endpoint=True)
+    bits = {8: np.uint64, 4: np.uint32, 2: np.uint16, 1: np.uint8}[dtype.itemsize]
+    raw = rng.integers(0, min(np.iinfo(bits).max, 2**dtype.bits - 1), count, dtype=bits,
+                       endpoint=True)
     specials = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0], dtype=dtype.numpy)
     array = raw.view(dtype.numpy)
     array[: len(specials)] = specials[: count]

@@ -115,10 +115,10 @@ def test_malformed_files_are_reported(tmp_path):
 def test_unsupported_dtype_is_reported():
     graph = helper.make_graph(
         [helper.make_node("Abs", ["x"], ["y"], name="abs")], "g",
-        [helper.make_tensor_value_info("x", TensorProto.UINT32, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.UINT32, [2])])
+        [helper.make_tensor_value_info("x", TensorProto.COMPLEX64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.COMPLEX64, [2])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    with pytest.raises(UnsupportedOperatorError, match="UINT32"):
+    with pytest.raises(UnsupportedOperatorError, match="COMPLEX64"):
         convert(model)
 
 

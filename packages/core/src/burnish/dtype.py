@@ -23,13 +23,18 @@ class Kind(Enum):
 class DType:
     """One element type. Instances are singletons (compare with ``is`` or ``==``)."""
 
-    __slots__ = ("name", "kind", "itemsize", "numpy", "signed", "_rank")
+    __slots__ = ("name", "kind", "itemsize", "bits", "numpy", "signed", "_rank")
 
-    def __init__(self, name: str, kind: Kind, numpy_dtype: np.dtype, signed: bool, rank: int):
+    def __init__(self, name: str, kind: Kind, numpy_dtype: Any, signed: bool, rank: int,
+                 bits: int | None = None):
         self.name = name
         self.kind = kind
         self.numpy = np.dtype(numpy_dtype)
+        #: Bytes one value takes in memory (int4 and uint4 hold one value per byte, as
+        #: ml_dtypes does; records and packed kernels may store two per byte).
         self.itemsize = self.numpy.itemsize
+        #: Bits of one value's encoding (4 for int4, 8 for float8, 8 x itemsize otherwise).
+        self.bits = 8 * self.itemsize if bits is None else bits
         self.signed = signed
         self._rank = rank
 
@@ -63,15 +68,47 @@ int8 = DType("int8", Kind.INT, np.int8, True, 2)
 uint8 = DType("uint8", Kind.INT, np.uint8, False, 2)
 bool_ = DType("bool", Kind.BOOL, np.bool_, False, 1)
 
-ALL_DTYPES: tuple[DType, ...] = (
+# The dtypes of quantized models and ONNX files. float8 formats (OCP's e4m3fn and e5m2, and the
+# "fnuz" variants with no negative zero and one NaN) rank below the half precisions, which hold
+# every float8 value exactly; e8m0fnu (powers of two only, the scales of microscaling formats)
+# does not fit a half precision. float4_e2m1fn, int4/uint4 and int2/uint2 take one byte per
+# value in memory, as ml_dtypes holds them.
+uint64 = DType("uint64", Kind.INT, np.uint64, False, 5)
+uint32 = DType("uint32", Kind.INT, np.uint32, False, 4)
+uint16 = DType("uint16", Kind.INT, np.uint16, False, 3)
+float8_e4m3fn = DType("float8_e4m3fn", Kind.FLOAT, ml_dtypes.float8_e4m3fn, True, 6)
+float8_e4m3fnuz = DType("float8_e4m3fnuz", Kind.FLOAT, ml_dtypes.float8_e4m3fnuz, True, 6)
+float8_e5m2 = DType("float8_e5m2", Kind.FLOAT, ml_dtypes.float8_e5m2, True, 6)
+float8_e5m2fnuz = DType("float8_e5m2fnuz", Kind.FLOAT, ml_dtypes.float8_e5m2fnuz, True, 6)
+float8_e8m0fnu = DType("float8_e8m0fnu", Kind.FLOAT, ml_dtypes.float8_e8m0fnu, False, 6)
+float4_e2m1fn = DType("float4_e2m1fn", Kind.FLOAT, ml_dtypes.float4_e2m1fn, True, 5, bits=4)
+int4 = DType("int4", Kind.INT, ml_dtypes.int4, True, 1, bits=4)
+uint4 = DType("uint4", Kind.INT, ml_dtypes.uint4, False, 1, bits=4)
+int2 = DType("int2", Kind.INT, ml_dtypes.int2, True, 1, bits=2)
+uint2 = DType("uint2", Kind.INT, ml_dtypes.uint2, False, 1, bits=2)
+
+#: The dtypes every backend is expected to run and the general conformance cases cover.
+STANDARD_DTYPES: tuple[DType, ...] = (
     float64, float32, float16, bfloat16, int64, int32, int16, int8, uint8, bool_,
 )
+#: The float8 formats.
+FLOAT8_DTYPES: tuple[DType, ...] = (
+    float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu,
+)
+#: The dtypes narrower than a byte (held one value per byte).
+SUB_BYTE_DTYPES: tuple[DType, ...] = (float4_e2m1fn, int4, uint4, int2, uint2)
+#: The dtypes of quantized models and ONNX files, which a backend may or may not list in
+#: ``dtypes(device)``: wide unsigned ints, float8, float4 and 4- and 2-bit ints.
+EXTENDED_DTYPES: tuple[DType, ...] = (uint16, uint32, uint64, *FLOAT8_DTYPES, *SUB_BYTE_DTYPES)
+ALL_DTYPES: tuple[DType, ...] = STANDARD_DTYPES + EXTENDED_DTYPES
 FLOAT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_float)
 INT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_int)
 
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"bool_": bool_, "f64": float64, "f32": float32, "f16": float16, "bf16": bfloat16,
-                 "i64": int64, "i32": int32, "i16": int16, "i8": int8, "u8": uint8})
+                 "i64": int64, "i32": int32, "i16": int16, "i8": int8, "u8": uint8,
+                 "u16": uint16, "u32": uint32, "u64": uint64, "i4": int4, "u4": uint4,
+                 "i2": int2, "u2": uint2})
 _BY_NUMPY = {d.numpy: d for d in ALL_DTYPES}
 
 #: The dtype a float tensor gets when none is asked for (Burn: FloatElem = f32).
@@ -112,13 +149,35 @@ def get_dtype(value: DType | str | np.dtype | type) -> DType:
     return found
 
 
+def finfo(dtype: DType | str) -> Any:
+    """The float dtype's machine limits (``max``, ``min``, ``eps``, ``tiny``, ``bits``), from
+    NumPy or, for bfloat16, float8 and float4, ml_dtypes. ``DTypeError`` for a non-float."""
+    dtype = get_dtype(dtype)
+    if not dtype.is_float:
+        raise DTypeError(f"finfo needs a float dtype, got {dtype}")
+    return ml_dtypes.finfo(dtype.numpy)
+
+
+def iinfo(dtype: DType | str) -> Any:
+    """The int dtype's range (``min``, ``max``, ``bits``), from NumPy or, for int4/uint4 and
+    int2/uint2, ml_dtypes. ``DTypeError`` for a non-int."""
+    dtype = get_dtype(dtype)
+    if not dtype.is_int:
+        raise DTypeError(f"iinfo needs an int dtype, got {dtype}")
+    return ml_dtypes.iinfo(dtype.numpy)
+
+
 @functools.cache
 def promote(a: DType, b: DType) -> DType:
     """The dtype of a binary operation between tensors of dtypes ``a`` and ``b``.
 
     Rules (PyTorch's): bool < int < float by kind; within a kind the wider type wins; float16
-    with bfloat16 gives float32; int with float gives the float; an unsigned and a signed int of
-    the same width give the next wider signed int (uint8 with int8 gives int16).
+    with bfloat16 gives float32; two different formats of 8 bits or fewer give float16, which holds
+    all their values, except float8_e8m0fnu (powers of two up to 2**127), which only bfloat16 and
+    wider hold (float32 when the other is narrower); int with float gives the float; an unsigned
+    and a signed int give the narrowest signed int wider than the unsigned one (uint8 with int8
+    gives int16, uint4 with int4 gives int8), and int64 for uint64 (no signed int holds every
+    uint64).
     """
     if a is b:
         return a
@@ -128,13 +187,18 @@ def promote(a: DType, b: DType) -> DType:
     if a.kind is Kind.FLOAT:
         if {a, b} == {float16, bfloat16}:
             return float32
+        if float8_e8m0fnu in (a, b):
+            other = b if a is float8_e8m0fnu else a
+            return other if other in (bfloat16, float32, float64) else float32
+        if a.bits <= 8 and b.bits <= 8:
+            return float16
         return a if a._rank >= b._rank else b
     if a.signed != b.signed:
         signed, unsigned = (a, b) if a.signed else (b, a)
-        if signed.itemsize > unsigned.itemsize:
+        if signed.bits > unsigned.bits:
             return signed
-        return {1: int16, 2: int32, 4: int64, 8: int64}[unsigned.itemsize]
-    return a if a.itemsize >= b.itemsize else b
+        return {2: int4, 4: int8, 8: int16, 16: int32, 32: int64, 64: int64}[unsigned.bits]
+    return a if a.bits >= b.bits else b
 
 
 def scalar_dtype(tensor_dtype: DType, scalar: bool | int | float) -> DType:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from burnish.dtype import DType, get_dtype
@@ -131,7 +132,11 @@ class TensorData:
 
 
 def tolerance(dtype: DType) -> tuple[float, float]:
-    """Default (rtol, atol) for comparing results computed in ``dtype``."""
+    """Default (rtol, atol) for comparing results computed in ``dtype``: for float8 and
+    float4, one step of the format at 1 (its ``eps``) for both."""
+    if dtype.is_float and dtype.bits <= 8:
+        eps = float(ml_dtypes.finfo(dtype.numpy).eps)
+        return eps, eps
     return {
         "float64": (1e-10, 1e-12),
         "float32": (1e-5, 1e-6),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from burnish.cpu.module_ops import CpuModuleOps
 from burnish.cpu.quant_ops import CpuQuantOps
 from burnish.device import Device
-from burnish.dtype import ALL_DTYPES, DType
+from burnish.dtype import STANDARD_DTYPES, DType
 from burnish.errors import UnsupportedError
 from burnish.jit.backend.backend import JitBackend
 
@@ -36,7 +36,7 @@ class CpuBackend(CpuModuleOps, CpuQuantOps, JitBackend):
         return [(Device(self, "cpu", 0), CpuRuntime(compiler))]
 
     def _device_dtypes(self, runtime: Runtime) -> tuple[DType, ...]:
-        return ALL_DTYPES
+        return STANDARD_DTYPES
 
     def describe_device(self, device: Device) -> str:
         """The processor, the compiler that builds its kernels and the int8 products' kernel

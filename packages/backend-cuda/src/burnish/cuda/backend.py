@@ -9,7 +9,7 @@ from burnish.cuda import cudnn, flash, gemm
 from burnish.cuda import runtime as cuda_runtime
 from burnish.cuda.gemm import allow_tf32, tf32_allowed
 from burnish.device import Device
-from burnish.dtype import ALL_DTYPES, DType
+from burnish.dtype import STANDARD_DTYPES, DType
 from burnish.errors import UnsupportedError
 from burnish.jit.backend.backend import JitBackend
 from burnish.jit.kernels.elementwise import broadcast_shape
@@ -48,7 +48,7 @@ class CudaBackend(JitBackend):
         return f"{super().describe_device(device)}; convolutions: {cudnn.summary()}"
 
     def _device_dtypes(self, runtime: Runtime) -> tuple[DType, ...]:
-        return ALL_DTYPES
+        return STANDARD_DTYPES
 
     def matmul(self, lhs: JitTensor, rhs: JitTensor) -> JitTensor:
         # burnish.jit's matmul hands the product to cuBLAS (CudaRuntime.library_matmul); an

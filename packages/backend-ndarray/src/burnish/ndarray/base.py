@@ -100,6 +100,12 @@ class NdArrayBase(BackendBase):
         return values.astype(target, copy=False)
 
     def cast(self, x: np.ndarray, from_dtype: DType, to_dtype: DType) -> np.ndarray:
+        if not np.can_cast(from_dtype.numpy, to_dtype.numpy, casting="unsafe"):
+            # ml_dtypes registers no cast between some pairs of its own types (float8_e4m3fn to
+            # float8_e8m0fnu, int4 to float4_e2m1fn...): go through float64 or int64, which hold
+            # every value of both, so the one rounding is the final cast's.
+            wide = np.float64 if from_dtype.is_float else np.int64
+            x = _astype_quietly(x, np.dtype(wide))
         if from_dtype.is_float:
             # NaN has no int value and 1e6 none in float16; NumPy warns, PyTorch does not.
             return _astype_quietly(x, to_dtype.numpy)

@@ -7,7 +7,7 @@ import os
 from typing import TYPE_CHECKING
 
 from burnish.device import Device
-from burnish.dtype import ALL_DTYPES, DType, float64
+from burnish.dtype import STANDARD_DTYPES, DType, float64
 from burnish.errors import UnsupportedError
 from burnish.jit.backend.backend import JitBackend
 from burnish.rocm.runtime import OpenCLRuntime, opencl_devices
@@ -41,8 +41,8 @@ class RocmBackend(JitBackend):
     # JitBase passes each backend its own runtime: the narrower type is safe.
     def _device_dtypes(self, runtime: OpenCLRuntime) -> tuple[DType, ...]:  # type: ignore[override]
         if runtime.has_fp64:
-            return ALL_DTYPES
-        return tuple(d for d in ALL_DTYPES if d is not float64)
+            return STANDARD_DTYPES
+        return tuple(d for d in STANDARD_DTYPES if d is not float64)
 
     def _unsupported_reason(self, dtype: DType, runtime: OpenCLRuntime) -> str:  # type: ignore[override]
         if dtype is float64:

@@ -9,11 +9,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from burnish import Device, DType, Tensor
-from burnish.dtype import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, bool_
+from burnish.dtype import STANDARD_DTYPES, bool_
 
-ALL = ALL_DTYPES
-FLOATS = FLOAT_DTYPES
-INTS = INT_DTYPES
+#: The dtypes the general cases run on (the extended ones have test_extended_dtypes.py).
+ALL = STANDARD_DTYPES
+FLOATS = tuple(d for d in ALL if d.is_float)
+INTS = tuple(d for d in ALL if d.is_int)
 NUMERIC = FLOATS + INTS
 SIGNED = tuple(d for d in NUMERIC if d.signed)
 #: The float dtypes whose results are checked closely; half precisions get looser tolerances.

@@ -29,6 +29,19 @@ DTYPES = {
     onnx.TensorProto.INT64: "int64",
     onnx.TensorProto.UINT8: "uint8",
     onnx.TensorProto.BOOL: "bool",
+    onnx.TensorProto.UINT16: "uint16",
+    onnx.TensorProto.UINT32: "uint32",
+    onnx.TensorProto.UINT64: "uint64",
+    onnx.TensorProto.FLOAT8E4M3FN: "float8_e4m3fn",
+    onnx.TensorProto.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+    onnx.TensorProto.FLOAT8E5M2: "float8_e5m2",
+    onnx.TensorProto.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
+    onnx.TensorProto.INT4: "int4",
+    onnx.TensorProto.UINT4: "uint4",
+    onnx.TensorProto.INT2: "int2",
+    onnx.TensorProto.UINT2: "uint2",
+    onnx.TensorProto.FLOAT4E2M1: "float4_e2m1fn",
+    onnx.TensorProto.FLOAT8E8M0: "float8_e8m0fnu",
 }
 
 

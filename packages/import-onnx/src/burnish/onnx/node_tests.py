@@ -94,7 +94,7 @@ def run_case(case, device: str = "ndarray") -> tuple[str, str, str]:
                     return FAILED, f"output {i}: dtype {got.dtype}, expected {want.dtype}", how
                 if got.shape != want.shape:
                     return FAILED, f"output {i}: shape {got.shape}, expected {want.shape}", how
-                if want.dtype.kind in "fc" or str(want.dtype) == "bfloat16":
+                if want.dtype.kind in "fc" or want.dtype.name.startswith(("bfloat", "float")):
                     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
                                                rtol=case.rtol, atol=case.atol, equal_nan=True)
                 else:

@@ -14,6 +14,7 @@ import json
 import math
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from burnish.errors import RecordError
@@ -53,7 +54,7 @@ class PrettyJsonFormat(RecordFormat):
 def _encode(data: TensorData) -> dict[str, Any]:
     array = data.to_numpy()
     if data.dtype.is_float:
-        # float64 holds every float32/float16/bfloat16 value exactly, and Python writes a
+        # float64 holds every float32/float16/bfloat16/float8 value exactly, and Python writes a
         # float64 as the shortest decimal that reads back to the same bits.
         array = array.astype(np.float64)
         values = array.tolist()
@@ -93,7 +94,7 @@ def _decode(leaf: dict, path: str) -> TensorData:
             raise RecordError(f"tensor {path!r} (bool) holds a value that is not true or false")
         array = np.array(flat, dtype=np.bool_)
     else:
-        info = np.iinfo(dtype.numpy)
+        info = ml_dtypes.iinfo(dtype.numpy)
         if not all(type(v) is int and info.min <= v <= info.max for v in flat):
             raise RecordError(f"tensor {path!r} ({dtype}) holds a value that is not an {dtype}")
         array = np.array(flat, dtype=dtype.numpy)

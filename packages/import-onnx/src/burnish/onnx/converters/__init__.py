@@ -17,8 +17,10 @@ def first_party() -> list[Converter]:
         reduce,
         shape,
         signal,
+        text,
         training,
     )
 
-    families = [elementwise, shape, reduce, layers, quantize, signal, training, ml, control]
+    families = [elementwise, shape, reduce, layers, quantize, signal, training, ml, text,
+                control]
     return [converter for family in families for converter in family.CONVERTERS]

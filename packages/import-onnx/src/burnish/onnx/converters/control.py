@@ -39,3 +39,19 @@ def convert_scan(node: Node, out: Emitter) -> None:
     kwargs = "".join(f", {key.removeprefix('scan_')}={literal(node.attr(key))}" for key in keys
                      if node.attr(key) is not None)
     out.assign_all(f"ops.scan({body}, [{', '.join(states)}], [{', '.join(scanned)}]{kwargs})")
+
+
+@converts("OptionalHasElement")
+def convert_optional_has_element(node: Node, out: Emitter) -> None:
+    # Optionals are not values burnish holds: a graph input or value is a tensor, so the
+    # element is there exactly when the input is named.
+    present = node.input(0) is not None
+    out.assign(f"ops.const({present!r}, 'bool', device, [])")
+
+
+@converts("OptionalGetElement")
+def convert_optional_get_element(node: Node, out: Emitter) -> None:
+    # A tensor input is its own element (ONNX: "if the input is a tensor, it is returned").
+    if node.input(0) is None:
+        raise out.unsupported("OptionalGetElement of an empty optional")
+    out.assign(out.input(0))

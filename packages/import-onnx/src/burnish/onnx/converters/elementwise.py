@@ -113,10 +113,23 @@ def dtype_name(node: Node, elem_type: int, out: Emitter) -> str:
     return name
 
 
+def _saturate(node: Node) -> str:
+    """The cast's ``saturate`` and ``round_mode`` arguments where they are not the defaults."""
+    found = "" if node.attr("saturate", 1) else ", saturate=False"
+    round_mode = node.attr("round_mode", "up")
+    return found + ("" if round_mode == "up" else f", round_mode={round_mode!r}")
+
+
 @converts("Cast")
 def convert_cast(node: Node, out: Emitter) -> None:
     target = dtype_name(node, node.attr("to"), out)
-    out.assign(f"ops.cast({out.input(0)}, {target!r})")
+    out.assign(f"ops.cast({out.input(0)}, {target!r}{_saturate(node)})")
+
+
+@converts("BitCast")
+def convert_bitcast(node: Node, out: Emitter) -> None:
+    target = dtype_name(node, node.attr("to"), out)
+    out.assign(f"ops.bitcast({out.input(0)}, {target!r})")
 
 
 @converts("CastLike")
@@ -124,9 +137,9 @@ def convert_cast_like(node: Node, out: Emitter) -> None:
     like = node.input(1)
     if like is not None and like.elem_type:
         target = dtype_name(node, like.elem_type, out)
-        out.assign(f"ops.cast({out.input(0)}, {target!r})")
+        out.assign(f"ops.cast({out.input(0)}, {target!r}{_saturate(node)})")
     else:
-        out.assign(f"ops.cast_like({out.input(0)}, {out.input(1)})")
+        out.assign(f"ops.cast_like({out.input(0)}, {out.input(1)}{_saturate(node)})")
 
 
 @converts("Clip")

@@ -1,5 +1,6 @@
 """Quantization operators: QuantizeLinear, DequantizeLinear, MatMulInteger, ConvInteger,
-QLinearMatMul, QLinearConv (integer element types burnish has: int8, uint8, int16)."""
+QLinearMatMul, QLinearConv (integer element types of 16 bits or fewer; QuantizeLinear and
+DequantizeLinear also to and from float8 and float4)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,19 @@ from burnish.onnx.converter import Converter
 from burnish.onnx.converters.layers import window_kwargs
 from burnish.onnx.converters.registry import collector
 from burnish.onnx.graph import Node, type_name
-from burnish.onnx.ops.quantize import RANGES
+from burnish.onnx.ops.quantize import FLOAT_TYPES, RANGES
 
 CONVERTERS: list[Converter] = []
 converts = collector(CONVERTERS)
 
 
-def quantized_type(node: Node, out: Emitter, value_index: int, output: bool = False) -> str:
-    """The integer dtype of a quantized input (or of the output), refused when it is one
-    burnish has no saturation range for (float8, int4, uint16...)."""
+def quantized_type(node: Node, out: Emitter, value_index: int, output: bool = False,
+                   floats: bool = False) -> str:
+    """The integer dtype (or, with ``floats``, float8/float4 dtype) of a quantized input (or of
+    the output), refused when it is one burnish has no quantization for."""
     value = node.outputs[value_index] if output else node.input(value_index)
     name = None if value is None else value.dtype
-    if name not in RANGES:
+    if name not in RANGES and not (floats and name in FLOAT_TYPES):
         kind = type_name(value.elem_type) if value is not None and value.elem_type else "unknown"
         raise out.unsupported(f"quantization to element type {kind}")
     return name
@@ -27,15 +29,16 @@ def quantized_type(node: Node, out: Emitter, value_index: int, output: bool = Fa
 
 @converts("QuantizeLinear")
 def convert_quantize_linear(node: Node, out: Emitter) -> None:
-    target = quantized_type(node, out, 0, output=True)
+    target = quantized_type(node, out, 0, output=True, floats=True)
+    saturate = "" if node.attr("saturate", 1) else ", saturate=False"
     out.assign(f"ops.quantize_linear({out.input(0)}, {out.input(1)}, {out.input(2)}, "
                f"{target!r}, axis={node.attr('axis', 1)}, "
-               f"block_size={node.attr('block_size', 0)})")
+               f"block_size={node.attr('block_size', 0)}{saturate})")
 
 
 @converts("DequantizeLinear")
 def convert_dequantize_linear(node: Node, out: Emitter) -> None:
-    quantized_type(node, out, 0)
+    quantized_type(node, out, 0, floats=True)
     result = node.outputs[0].dtype if node.outputs[0] is not None else None
     out.assign(f"ops.dequantize_linear({out.input(0)}, {out.input(1)}, {out.input(2)}, "
                f"axis={node.attr('axis', 1)}, block_size={node.attr('block_size', 0)}, "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from burnish.onnx.codegen import Emitter, literal
 from burnish.onnx.converter import Converter
 from burnish.onnx.converters.registry import collector
@@ -230,8 +232,14 @@ def convert_hardmax(node: Node, out: Emitter) -> None:
 def convert_dropout(node: Node, out: Emitter) -> None:
     training = node.const(2)
     if out.has(2) and (training is None or bool(training.reshape(-1)[0])):
-        ratio = node.const(1)
-        if ratio is None or float(ratio.reshape(-1)[0]) != 0.0:
+        ratio = node.const(1) if out.has(1) else np.array(0.5)
+        if training is None or ratio is None:
+            # Known at run time only: the model checks that it drops nothing there.
+            out.assign(f"ops.dropout_inference({out.input(0)}, {out.input(1)}, {out.input(2)})")
+            if out.used(1):
+                out.assign(f"ops.dropout_mask({out.input(0)})", 1)
+            return
+        if float(ratio.reshape(-1)[0]) != 0.0:
             raise out.unsupported("Dropout in training mode (random masks cannot be "
                                   "reproduced)")
     out.assign(out.input(0))

@@ -14,4 +14,5 @@ from burnish.onnx.ops.resize import *  # noqa: F403
 from burnish.onnx.ops.sampling import *  # noqa: F403
 from burnish.onnx.ops.shape import *  # noqa: F403
 from burnish.onnx.ops.signal import *  # noqa: F403
+from burnish.onnx.ops.text import *  # noqa: F403
 from burnish.onnx.ops.training import *  # noqa: F403

@@ -12,9 +12,7 @@ from burnish import Tensor
 from burnish.nn import Param
 
 #: burnish dtypes by the names generated code uses.
-DTYPES = {"float32": bn.float32, "float64": bn.float64, "float16": bn.float16,
-          "bfloat16": bn.bfloat16, "int8": bn.int8, "int16": bn.int16, "int32": bn.int32,
-          "int64": bn.int64, "uint8": bn.uint8, "bool": bn.bool_}
+DTYPES = {dtype.name: dtype for dtype in bn.dtype.ALL_DTYPES}
 
 
 def dtype(name: str) -> bn.DType:
@@ -74,19 +72,70 @@ def scalar(tensor: Tensor | None) -> Any:
     return np.asarray(tensor.to_numpy()).reshape(-1)[0].item()
 
 
-def cast(x: Tensor, dtype_name: str) -> Tensor:
-    """ONNX Cast: floats to ints truncate toward zero, anything to bool is ``!= 0``."""
+#: The float8 formats whose casts saturate (ONNX's ``saturate`` attribute, on by default).
+SATURATING = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+
+
+def cast(x: Tensor, dtype_name: str, saturate: bool = True, round_mode: str = "up") -> Tensor:
+    """ONNX Cast: floats to ints truncate toward zero, anything to bool is ``!= 0``; to a
+    float8 format with ``saturate``, values beyond its largest finite one (infinities
+    included) become that value, NaN stays NaN; without it they become NaN (or infinity
+    where the format has one). To float8_e8m0fnu, see ``to_e8m0``."""
     target = DTYPES[dtype_name]
     if target is x.dtype:
         return x
     if target is bn.bool_ and x.kind is not bn.Kind.BOOL:
         return x != 0
+    if target is bn.float8_e8m0fnu:
+        return to_e8m0(x, saturate, round_mode)
+    if saturate and dtype_name in SATURATING and x.kind is not bn.Kind.BOOL:
+        largest = float(bn.dtype.finfo(target).max)
+        if x.dtype.is_float:
+            x = x.clamp(min=-largest, max=largest)
+        elif float(bn.dtype.iinfo(x.dtype).max) > largest:
+            x = x.clamp(min=-int(largest) if x.dtype.signed else 0, max=int(largest))
     return x.cast(target)
 
 
-def cast_like(x: Tensor, like: Tensor) -> Tensor:
+def cast_like(x: Tensor, like: Tensor, saturate: bool = True, round_mode: str = "up") -> Tensor:
     """ONNX CastLike: ``x`` in ``like``'s dtype."""
-    return cast(x, like.dtype.name)
+    return cast(x, like.dtype.name, saturate, round_mode)
+
+
+def to_e8m0(x: Tensor, saturate: bool = True, round_mode: str = "up") -> Tensor:
+    """ONNX's cast to float8_e8m0fnu: the power of two whose exponent is that of ``|x|`` as a
+    float32, rounded ``"up"`` (any fraction bumps it), ``"down"`` or to ``"nearest"`` (ties
+    to even); infinities and NaN become NaN, zero and float32 subnormals the smallest value
+    (2**-127); with ``saturate`` no rounding passes the largest value (2**127). Computed on
+    the host from the float32 bits (the dtype exists on the host backend only)."""
+    bits = host(x.cast(bn.float32)).copy().view(np.uint32)
+    exponent = ((bits >> 23) & 0xFF).astype(np.uint16)
+    special = exponent == 0xFF
+    if round_mode == "up":
+        bump = (bits & 0x7FFFFF) > 0
+    elif round_mode == "nearest":
+        guard, rest = (bits & 0x400000) > 0, (bits & 0x3FFFFF) > 0
+        bump = guard & (rest | (exponent > 0))
+    elif round_mode == "down":
+        bump = np.zeros(bits.shape, dtype=bool)
+    else:
+        raise ValueError(f"Cast round_mode {round_mode!r}: expected 'up', 'down' or 'nearest'")
+    bump &= ~special
+    if saturate:
+        bump &= exponent != 0xFE
+    codes = np.where(special, 0xFF, exponent + bump).astype(np.uint8)
+    return Tensor.from_data(codes.view(bn.float8_e8m0fnu.numpy), device=x.device)
+
+
+def bitcast(x: Tensor, dtype_name: str) -> Tensor:
+    """ONNX BitCast: the bits of ``x`` read as ``dtype_name``, whose width must equal x's.
+    Done on the host: no backend op reinterprets memory, and no gradient crosses it."""
+    target = DTYPES[dtype_name]
+    if target.bits != x.dtype.bits:
+        raise bn.DTypeError(f"BitCast from {x.dtype} ({x.dtype.bits} bits) to {target} "
+                            f"({target.bits} bits): the widths differ")
+    array = host(x).copy().view(target.numpy)
+    return Tensor.from_data(array, device=x.device)
 
 
 def host(tensor: Tensor) -> np.ndarray:

@@ -11,6 +11,7 @@ import numpy as np
 import burnish as bn
 import burnish.functional as F
 from burnish import Tensor
+from burnish.onnx.ops.core import scalar
 
 
 def _auto_pads(sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
@@ -396,6 +397,20 @@ def lp_normalization(x: Tensor, axis: int = -1, p: int = 2) -> Tensor:
     norm = x.abs().sum(axis, True) if p == 1 else (x * x).sum(axis, True).sqrt()
     zero = norm == 0
     return bn.where(zero, x.zeros_like(), x / bn.where(zero, norm.ones_like(), norm))
+
+
+def dropout_inference(x: Tensor, ratio: Tensor | None, training: Tensor | None) -> Tensor:
+    """ONNX Dropout whose ratio or training flag is an input: ``x`` itself when it drops
+    nothing (not training, or a ratio of 0); in training with a ratio above 0 an
+    ``UnsupportedOperatorError``, as at import (random masks cannot be reproduced)."""
+    from burnish.onnx.errors import UnsupportedOperatorError
+
+    dropping = training is not None and bool(scalar(training))
+    rate = 0.5 if ratio is None else float(scalar(ratio))
+    if dropping and rate != 0.0:
+        raise UnsupportedOperatorError(f"Dropout in training mode with ratio {rate} (random "
+                                       "masks cannot be reproduced)")
+    return x
 
 
 def dropout_mask(x: Tensor) -> Tensor:

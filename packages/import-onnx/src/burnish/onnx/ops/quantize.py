@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import burnish as bn
 from burnish import Tensor
-from burnish.onnx.ops.core import DTYPES
+from burnish.onnx.ops.core import DTYPES, cast
 from burnish.onnx.ops.nn import conv, matmul
 
 #: The range of each integer type a quantized value saturates into.
-RANGES = {"uint8": (0, 255), "int8": (-128, 127), "int16": (-32768, 32767)}
+RANGES = {name: (int(bn.dtype.iinfo(name).min), int(bn.dtype.iinfo(name).max))
+          for name in ("uint8", "int8", "int16", "uint16", "int4", "uint4", "int2", "uint2")}
+#: The float types ONNX quantizes to: no rounding, no zero point (it must be zero).
+FLOAT_TYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+               "float4_e2m1fn")
 
 
 def _along(value: Tensor, x: Tensor, axis: int, block_size: int = 0) -> Tensor:
@@ -32,9 +36,13 @@ def _saturate(q: Tensor, dtype_name: str) -> Tensor:
 
 
 def quantize_linear(x: Tensor, scale: Tensor, zero_point: Tensor | None, dtype_name: str,
-                    axis: int = 1, block_size: int = 0) -> Tensor:
+                    axis: int = 1, block_size: int = 0, saturate: bool = True) -> Tensor:
     """ONNX QuantizeLinear to an integer type: ``saturate(round(x / scale) + zero_point)``,
-    rounding half to even, the division in ``x``'s dtype."""
+    rounding half to even, the division in ``x``'s dtype; to a float8 or float4 type:
+    ``x / scale`` cast (saturating unless ``saturate`` is off, see ``cast``), the zero point
+    (zero by ONNX's rule) left out."""
+    if dtype_name in FLOAT_TYPES:
+        return cast(x / _along(scale, x, axis, block_size).cast(x.dtype), dtype_name, saturate)
     q = (x / _along(scale, x, axis, block_size).cast(x.dtype)).round().cast(bn.int32)
     if zero_point is not None:
         q = q + _along(zero_point, x, axis, block_size).cast(bn.int32)
@@ -45,9 +53,10 @@ def dequantize_linear(x: Tensor, scale: Tensor, zero_point: Tensor | None = None
                       axis: int = 1, block_size: int = 0, dtype_name: str | None = None
                       ) -> Tensor:
     """ONNX DequantizeLinear: ``(x - zero_point) * scale`` in float32, then in the scale's
-    dtype (or ``dtype_name``)."""
+    dtype (or ``dtype_name``); a float8 or float4 ``x``'s zero point is zero by ONNX's rule
+    and left out."""
     y = x.cast(bn.float32)
-    if zero_point is not None:
+    if zero_point is not None and not x.dtype.is_float:
         y = y - _along(zero_point, x, axis, block_size).cast(bn.float32)
     y = y * _along(scale, x, axis, block_size).cast(bn.float32)
     return y.cast(DTYPES[dtype_name] if dtype_name else scale.dtype)
