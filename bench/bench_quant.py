@@ -1,8 +1,26 @@
 """Quantized matmul on the CPU (ndarray and cpu): the ways to multiply int8 matrices with NumPy,
-and burnish's, against a float32 NumPy product of the same size.
+and burnish's, against a float32 NumPy product of the same size; and on an NVIDIA GPU (cuda):
+an int8 linear layer against burnish's float16 one and PyTorch's.
 
     python bench/bench_quant.py                 # 1024 x 1024 @ 1024 x 1024, 2 threads
     python bench/bench_quant.py --size 512 --repeat 5 --threads 1
+    python bench/bench_quant.py --backends cuda # batch 256 x 4096 @ 4096 x 4096 on the GPU
+
+On cuda (``--backends cuda``, alone or beside CPU backends) the rows are a linear layer of
+``--features`` inputs and outputs on a batch of ``--batch`` rows, no bias:
+
+- burnish float16 ``x @ w`` (cuBLAS, float32 accumulation): the goal's reference (issue 26:
+  int8 at least 1.5x burnish's own float16 speed);
+- burnish ``qx @ qw``, both int8 (activations per tensor, weights per output column, symmetric):
+  cuBLAS's int8 product and the epilogue kernel, the weights packed at the first call;
+- burnish's quantized linear layer from float16 activations: the per-tensor scale (one
+  kernel), quantize (one kernel), then ``qx @ qw``;
+- PyTorch ``torch._int_mm`` (int8 x int8 -> int32, no scaling) and float16 ``F.linear``,
+  on the same GPU in the same run, where PyTorch is installed.
+
+Each is run ``--iterations`` times back to back between two device synchronisations (what an
+eager program pays: launches, host work and kernels); the best of ``--repeat`` such runs,
+divided by the iterations, is reported.
 
 The ways measured, each on the same int8 operands (activations per tensor, weights per output
 column, symmetric), with what it computes:
@@ -53,15 +71,115 @@ def main() -> None:
                         help="threads of NumPy's BLAS and of burnish's kernels")
     parser.add_argument("--backends", default="ndarray,cpu",
                         help="burnish backends to measure, comma-separated")
+    parser.add_argument("--batch", type=int, default=256, help="rows of the cuda linear layer")
+    parser.add_argument("--features", type=int, default=4096,
+                        help="inputs and outputs of the cuda linear layer")
+    parser.add_argument("--iterations", type=int, default=50,
+                        help="cuda: calls between two synchronisations")
     parser.add_argument("--capped", action="store_true",
                         help="also time cpu's int8 kernel built for AVX2 and for portable C "
                              "(what CPUs without AVX-512 VNNI run), on the same integers")
     args = parser.parse_args()
+    names = [name for name in args.backends.split(",") if name]
+    if "cuda" in names:
+        run_cuda(args)
+        names.remove("cuda")
+        if not names:
+            return
+        args.backends = ",".join(names)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before burnish loads OpenMP
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(args.threads, user_api="blas"):
         run(args)
+
+
+def run_cuda(args: argparse.Namespace) -> None:
+    """The int8 linear layer on cuda against float16, burnish's and PyTorch's."""
+    import burnish as bn
+    from burnish.errors import UnsupportedError
+    from burnish.quantization import PerChannel, QuantScheme, linear
+
+    try:
+        device = bn.backend("cuda").default_device()
+    except UnsupportedError as error:
+        print(f"cuda rows skipped: {error}")
+        return
+    import cupy as cp
+
+    m, n = args.batch, args.features
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, n), dtype=np.float32)
+    w = rng.standard_normal((n, n), dtype=np.float32) / np.sqrt(n)
+    x16 = bn.Tensor.from_data(x, device).cast(bn.float16)
+    w16 = bn.Tensor.from_data(w, device).cast(bn.float16)
+    activations = QuantScheme()
+    qx = bn.Tensor.from_data(x, device).quantize(activations)
+    qw = bn.Tensor.from_data(w, device).quantize(QuantScheme(granularity=PerChannel(1)))
+
+    def synchronize() -> None:
+        cp.cuda.runtime.deviceSynchronize()
+
+    runs: dict[str, Callable[[], object]] = {
+        "burnish float16 x @ w": lambda: x16 @ w16,
+        "burnish qx @ qw (both int8)": lambda: qx @ qw,
+        "burnish quantized linear from float16 x (scale, quantize, qx @ qw)":
+            lambda: linear(x16.quantize(activations), qw),
+    }
+    x8, w8 = qx.values.to_numpy(), qw.values.to_numpy()
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        print("PyTorch is not installed: its rows are left out")
+        torch = None
+    if torch is not None and torch.cuda.is_available():
+        tx8 = torch.from_numpy(x8).cuda()
+        tw8 = torch.from_numpy(np.ascontiguousarray(w8)).cuda()
+        tx16 = torch.from_numpy(x).cuda().half()
+        tw16 = torch.from_numpy(np.ascontiguousarray(w.T)).cuda().half()  # F.linear's [out, in]
+        runs["PyTorch torch._int_mm (int8 x int8 -> int32)"] = lambda: torch._int_mm(tx8, tw8)
+        runs["PyTorch float16 F.linear"] = lambda: F.linear(tx16, tw16)
+
+        def synchronize() -> None:  # noqa: F811 (both libraries' streams)
+            torch.cuda.synchronize()
+            cp.cuda.runtime.deviceSynchronize()
+
+    seconds: dict[str, float] = {}
+    for name, fn in runs.items():
+        for _ in range(3):  # compile, pack the weights, let cuBLAS pick its kernels
+            fn()
+        synchronize()
+        best = float("inf")
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            for _ in range(args.iterations):
+                fn()
+            synchronize()
+            best = min(best, (time.perf_counter() - started) / args.iterations)
+        seconds[name] = best
+
+    exact = x8.astype(np.int64) @ w8.astype(np.int64)
+    scaled = exact * (qx.scales.to_numpy().astype(np.float64) * qw.scales.to_numpy())
+    got = (qx @ qw).to_numpy().astype(np.float64)
+    print(f"burnish qx @ qw (cuda) against NumPy's exact integer product: max relative "
+          f"difference {np.abs(got - scaled).max() / np.abs(scaled).max():.3g}")
+    if torch is not None and "PyTorch torch._int_mm (int8 x int8 -> int32)" in runs:
+        same = np.array_equal(torch._int_mm(tx8, tw8).cpu().numpy(), exact.astype(np.int32))
+        print(f"PyTorch torch._int_mm equals NumPy's integer product: {same}")
+
+    reference = seconds["burnish float16 x @ w"]
+    flops = 2 * m * n * n
+    print(f"\n{torch.cuda.get_device_name() if torch is not None else 'cuda'}: "
+          f"[{m}, {n}] @ [{n}, {n}], best of {args.repeat} runs of {args.iterations} calls:\n")
+    print("| implementation | us per call | TFLOP/s (TOP/s for int8) | speed vs burnish float16 |")
+    print("|---|---:|---:|---:|")
+    for name, value in seconds.items():
+        print(f"| {name} | {value * 1e6:.1f} | {flops / value / 1e12:.0f} | "
+              f"{reference / value:.2f}x |")
+    speed = reference / seconds["burnish qx @ qw (both int8)"]
+    print(f"\ngoal (issue 26): int8 linear {m} x {n} x {n} on the GPU at least 1.5x burnish "
+          f"float16: {speed:.2f}x, {'met' if speed >= 1.5 else 'not met'}")
 
 
 def run(args: argparse.Namespace) -> None:
