@@ -144,12 +144,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) EPILOGUE(
         const int* __restrict__ row_sums, const int* __restrict__ col_sums,
         const BurnishInfo info_args) {
     const int* info = info_args.v;
+    // rows * ldc < 2^31 (quant_ops.takes): 32-bit index arithmetic, several times cheaper on
+    // the GPU than 64-bit division.
     int n = info[1], ldc = info[2], inner_rows = info[3];
-    long long total = (long long)info[0] * n;
-    long long step = (long long)gridDim.x * gridDim.y * THREADS;
-    for (long long i = block_index() * THREADS + threadIdx.x; i < total; i += step) {
-        long long r = i / n;
-        int col = (int)(i - r * n);
+    int total = info[0] * n;
+    int step = gridDim.x * gridDim.y * THREADS;
+    for (int i = (int)block_index() * THREADS + threadIdx.x; i < total; i += step) {
+        int r = i / n;
+        int col = i - r * n;
         int a = info[4] ? (int)(r % inner_rows) : 0;
         int b = info[5] ? col : 0;
         long long value = c[r * ldc + col];

@@ -61,6 +61,9 @@ ALIGN = 16
 MAX_INNER = (2**31 - 1) // (128 * 128)
 #: The most elements ``quantize`` and ``quantize_params`` take (the kernels count in int32).
 MAX_ELEMENTS = 2**31 - 1
+#: The most elements of the int32 product (rows times padded columns): the epilogue indexes
+#: them in 32-bit arithmetic, with room for its grid's stride.
+MAX_PRODUCT = 1 << 30
 #: cudaDataType and cublasComputeType_t of cuBLAS's int8 product.
 _R_8I, _R_32I, _COMPUTE_32I = 3, 10, 72
 
@@ -201,7 +204,7 @@ def takes(lhs: Any, rhs: Any) -> bool:
     rows = 1
     for d in lhs.shape[:-1]:
         rows *= d
-    if rows > MAX_ELEMENTS // max(1, _round_up(rhs.shape[1])):
+    if rows * _round_up(rhs.shape[1]) > MAX_PRODUCT:
         return False
     return scaled_along(lhs, len(lhs.shape) - 2) and scaled_along(rhs, 1)
 
