@@ -1,8 +1,28 @@
 """Quantized matmul on the CPU (ndarray and cpu): the ways to multiply int8 matrices with NumPy,
-and burnish's, against a float32 NumPy product of the same size.
+and burnish's, against a float32 NumPy product of the same size; and on an NVIDIA GPU (cuda):
+an int8 linear layer against burnish's float16 one and PyTorch's.
 
     python bench/bench_quant.py                 # 1024 x 1024 @ 1024 x 1024, 2 threads
     python bench/bench_quant.py --size 512 --repeat 5 --threads 1
+    python bench/bench_quant.py --backends cuda # batch 256 x 4096 @ 4096 x 4096 on the GPU
+
+On cuda (``--backends cuda``, alone or beside CPU backends) the rows are a linear layer of
+``--features`` inputs and outputs on a batch of ``--batch`` rows, no bias:
+
+- burnish float16 ``x @ w`` (cuBLAS, float32 accumulation): the goal's reference (issue 26:
+  int8 at least 1.5x burnish's own float16 speed);
+- burnish ``qx @ qw``, both int8 (activations per tensor, weights per output column, symmetric):
+  cuBLAS's int8 product and the epilogue kernel, the weights packed at the first call;
+- burnish's quantized linear layer from float16 activations: the per-tensor scale (one
+  kernel), quantize (one kernel), then ``qx @ qw``;
+- PyTorch ``torch._int_mm`` (int8 x int8 -> int32, no scaling; the weights stored ``[N, K]``,
+  its fast layout) and float16 ``F.linear``, on the same GPU in the same run, where PyTorch is
+  installed.
+
+Each is run ``--iterations`` times back to back between two device synchronisations (what an
+eager program pays: launches, host work and kernels); the best of ``--repeat`` such runs,
+divided by the iterations, is reported. Beside it, the GPU's time alone: the same calls queued
+behind a kernel that holds the stream while the host enqueues them, timed by CUDA events.
 
 The ways measured, each on the same int8 operands (activations per tensor, weights per output
 column, symmetric), with what it computes:
@@ -31,6 +51,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,15 +74,154 @@ def main() -> None:
                         help="threads of NumPy's BLAS and of burnish's kernels")
     parser.add_argument("--backends", default="ndarray,cpu",
                         help="burnish backends to measure, comma-separated")
+    parser.add_argument("--batch", type=int, default=256, help="rows of the cuda linear layer")
+    parser.add_argument("--features", type=int, default=4096,
+                        help="inputs and outputs of the cuda linear layer")
+    parser.add_argument("--iterations", type=int, default=50,
+                        help="cuda: calls between two synchronisations")
     parser.add_argument("--capped", action="store_true",
                         help="also time cpu's int8 kernel built for AVX2 and for portable C "
                              "(what CPUs without AVX-512 VNNI run), on the same integers")
     args = parser.parse_args()
+    names = [name for name in args.backends.split(",") if name]
+    if "cuda" in names:
+        run_cuda(args)
+        names.remove("cuda")
+        if not names:
+            return
+        args.backends = ",".join(names)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before burnish loads OpenMP
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(args.threads, user_api="blas"):
         run(args)
+
+
+INT_MM = "PyTorch torch._int_mm (int8 x int8 -> int32, weights [N, K])"
+#: Holds a stream for about as many clock cycles as its argument, so that the calls enqueued
+#: behind it are timed on the GPU alone (their host work done while it spins).
+SPIN = r'''extern "C" __global__ void spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+}'''
+
+
+def run_cuda(args: argparse.Namespace) -> None:
+    """The int8 linear layer on cuda against float16, burnish's and PyTorch's."""
+    import burnish as bn
+    from burnish.errors import UnsupportedError
+    from burnish.quantization import PerChannel, QuantScheme, linear
+
+    try:
+        device = bn.backend("cuda").default_device()
+    except UnsupportedError as error:
+        print(f"cuda rows skipped: {error}")
+        return
+    import cupy as cp
+
+    m, n = args.batch, args.features
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, n), dtype=np.float32)
+    w = rng.standard_normal((n, n), dtype=np.float32) / np.sqrt(n)
+    x16 = bn.Tensor.from_data(x, device).cast(bn.float16)
+    w16 = bn.Tensor.from_data(w, device).cast(bn.float16)
+    activations = QuantScheme()
+    qx = bn.Tensor.from_data(x, device).quantize(activations)
+    qw = bn.Tensor.from_data(w, device).quantize(QuantScheme(granularity=PerChannel(1)))
+
+    def synchronize() -> None:
+        cp.cuda.runtime.deviceSynchronize()
+
+    runs: dict[str, Callable[[], object]] = {
+        "burnish float16 x @ w": lambda: x16 @ w16,
+        "burnish qx @ qw (both int8)": lambda: qx @ qw,
+        "burnish quantized linear from float16 x (scale, quantize, qx @ qw)":
+            lambda: linear(x16.quantize(activations), qw),
+    }
+    x8, w8 = qx.values.to_numpy(), qw.values.to_numpy()
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        print("PyTorch is not installed: its rows are left out")
+        torch = None
+    if torch is not None and torch.cuda.is_available():
+        tx8 = torch.from_numpy(x8).cuda()
+        # The weights stored [N, K], as F.linear keeps them: _int_mm then reads both operands
+        # along K (cuBLAS's "TN" int8 layout); from a [K, N] row-major operand it runs several
+        # times slower.
+        tw8 = torch.from_numpy(np.ascontiguousarray(w8.T)).cuda().t()
+        tx16 = torch.from_numpy(x).cuda().half()
+        tw16 = torch.from_numpy(np.ascontiguousarray(w.T)).cuda().half()  # F.linear's [out, in]
+        runs[INT_MM] = lambda: torch._int_mm(tx8, tw8)
+        runs["PyTorch float16 F.linear"] = lambda: F.linear(tx16, tw16)
+
+        def synchronize() -> None:  # noqa: F811 (both libraries' streams)
+            torch.cuda.synchronize()
+            cp.cuda.runtime.deviceSynchronize()
+
+    burnish_stream = qx.values.primitive.runtime.stream
+    spin = cp.RawKernel(SPIN, "spin")
+
+    def gpu_seconds(fn: Callable[[], object], stream: Any) -> float:
+        """Per call, the GPU's time alone: the calls queue behind a spinning kernel."""
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        with stream:
+            spin((1,), (1,), (np.int64(100_000_000),))
+        start.record(stream)
+        for _ in range(args.iterations):
+            fn()
+        end.record(stream)
+        end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end) / 1e3 / args.iterations
+
+    seconds: dict[str, float] = {}
+    gpu: dict[str, float] = {}
+    for name, fn in runs.items():
+        for _ in range(3):  # compile, pack the weights, let cuBLAS pick its kernels
+            fn()
+        synchronize()
+        best = float("inf")
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            for _ in range(args.iterations):
+                fn()
+            synchronize()
+            best = min(best, (time.perf_counter() - started) / args.iterations)
+        seconds[name] = best
+        if name.startswith("burnish"):
+            stream = burnish_stream
+        else:
+            with warnings.catch_warnings():  # CuPy 14 prefers Stream.from_external; 13 lacks it
+                warnings.simplefilter("ignore", DeprecationWarning)
+                stream = cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+        gpu[name] = min(gpu_seconds(fn, stream) for _ in range(3))
+        synchronize()
+
+    exact = x8.astype(np.int64) @ w8.astype(np.int64)
+    scaled = exact * (qx.scales.to_numpy().astype(np.float64) * qw.scales.to_numpy())
+    got = (qx @ qw).to_numpy().astype(np.float64)
+    print(f"burnish qx @ qw (cuda) against NumPy's exact integer product: max relative "
+          f"difference {np.abs(got - scaled).max() / np.abs(scaled).max():.3g}")
+    if torch is not None and INT_MM in runs:
+        same = np.array_equal(torch._int_mm(tx8, tw8).cpu().numpy(), exact.astype(np.int32))
+        print(f"PyTorch torch._int_mm equals NumPy's integer product: {same}")
+
+    reference = seconds["burnish float16 x @ w"]
+    flops = 2 * m * n * n
+    print(f"\n{torch.cuda.get_device_name() if torch is not None else 'cuda'}: "
+          f"[{m}, {n}] @ [{n}, {n}], best of {args.repeat} runs of {args.iterations} calls:\n")
+    print("| implementation | us per call | speed vs burnish float16 | GPU us per call | "
+          "GPU TFLOP/s (TOP/s for int8) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, value in seconds.items():
+        print(f"| {name} | {value * 1e6:.1f} | {reference / value:.2f}x | "
+              f"{gpu[name] * 1e6:.1f} | {flops / gpu[name] / 1e12:.0f} |")
+    speed = reference / seconds["burnish qx @ qw (both int8)"]
+    on_gpu = gpu["burnish float16 x @ w"] / gpu["burnish qx @ qw (both int8)"]
+    print(f"\ngoal (issue 26): int8 linear {m} x {n} x {n} on the GPU at least 1.5x burnish "
+          f"float16: {speed:.2f}x per call, {on_gpu:.2f}x in GPU time alone, "
+          f"{'met' if speed >= 1.5 else 'not met'}")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -1,5 +1,6 @@
-"""``CudaBackend``: the backend protocol on NVIDIA GPUs; matmul on cuBLAS, the rest as CUDA C
-kernels of ``burnish.jit``; every op enqueued on the device's stream."""
+"""``CudaBackend``: the backend protocol on NVIDIA GPUs; matmul (float, and int8 for quantized
+operands) on cuBLAS, the rest as CUDA C kernels of ``burnish.jit``; every op enqueued on the
+device's stream."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from burnish.cuda import cudnn, flash, gemm
 from burnish.cuda import runtime as cuda_runtime
 from burnish.cuda.gemm import allow_tf32, tf32_allowed
+from burnish.cuda.quant_ops import CudaQuantOps
 from burnish.device import Device
 from burnish.dtype import STANDARD_DTYPES, DType
 from burnish.errors import UnsupportedError
@@ -22,8 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["CudaBackend", "allow_tf32", "tf32_allowed"]
 
 
-class CudaBackend(JitBackend):
-    """Devices ``cuda:0``, ``cuda:1``... (every GPU CuPy sees); all of burnish's dtypes."""
+class CudaBackend(CudaQuantOps, JitBackend):
+    """Devices ``cuda:0``, ``cuda:1``... (every GPU CuPy sees); all of burnish's dtypes.
+    Quantized products of two 8-bit operands run on cuBLAS's int8 product (quant_ops.py)."""
 
     name = "cuda"
 
