@@ -149,7 +149,9 @@ static inline float erf_f32(float x) {
     r = fmaf(r, t, -1.28717512e-1f);
     r = fmaf(r, t, -t);
     r = r < -87.0f ? -87.0f : r;  /* exp(r) = 2^k exp(f), |f| <= ln(2) / 2 */
-    const float k = rintf(r * 1.44269504f);
+    /* k = rint(r / ln(2)) by adding 1.5 * 2^23 + 127: j's low bits are k + 127 */
+    const float j = fmaf(r, 1.44269504f, 12583039.0f);
+    const float k = j - 12583039.0f;
     float f = fmaf(k, -0.693359375f, r);
     f = fmaf(k, 2.12194440e-4f, f);
     float e = 1.9875691500e-4f;
@@ -159,10 +161,12 @@ static inline float erf_f32(float x) {
     e = fmaf(e, f, 1.6666665459e-1f);
     e = fmaf(e, f, 5.0000001201e-1f);
     e = fmaf(e, f * f, f) + 1.0f;
-    const int32_t bits = ((int32_t)k + 127) << 23;
+    uint32_t bits;
+    memcpy(&bits, &j, sizeof bits);
+    bits <<= 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    const float large = copysignf(1.0f - e * scale, x);
+    const float large = copysignf(fmaf(-e, scale, 1.0f), x);
     /* |x| <= 0.927734375 (and NaN): x + x * q(x^2) */
     float q = -5.96761703e-4f;
     q = fmaf(q, s, 4.99119423e-3f);
