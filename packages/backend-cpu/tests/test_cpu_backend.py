@@ -4,6 +4,8 @@ where no compiler works."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -114,6 +116,28 @@ def test_only_loops_that_just_add_up_a_sum_may_reorder_it(cpu):
     expected = np.cumsum(data, axis=1)
     expected[:, 0] = np.exp(data).sum(axis=1) + expected[:, -1]
     np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_float32_erf_is_inline_arithmetic_within_one_ulp(cpu):
+    # Every 53rd float32 in [-6, 6] (and the values its branch and clamp turn on): erf computed
+    # inline, as vector arithmetic, within 1 ulp of the exact value rounded to float32.
+    x = np.arange(-6.0, 6.0, 53 * 2.0 ** -23, dtype=np.float32)
+    x = np.concatenate([x, np.float32([0.927734375, -0.927734375, np.nextafter(
+        np.float32(0.927734375), np.float32(1)), 3.9, 4.0, 1e-30, 1e-40, -0.0, 100.0])])
+    got = Tensor.from_numpy(x, "cpu").erf().to_numpy()
+    exact = np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
+    ulps = np.abs(got - exact) / np.spacing(np.abs(exact).astype(np.float32))
+    assert float(ulps.max()) <= 1.0
+    specials = np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0])
+    got = Tensor.from_numpy(specials, "cpu").erf().to_numpy()
+    assert np.isnan(got[0]) and list(got[1:]) == [1.0, -1.0, 0.0, 0.0]
+    assert np.signbit(got[4])
+    k = KernelBuilder("erf32", workgroup=(8, 1, 1))
+    out, a = k.buffer("out", "float32", writable=True), k.buffer("a", "float32")
+    i = k.global_index()
+    k.store(out, i, ir.call("erf", a[i]))
+    source = CpuGenerator(vector_math=True).generate(k.build())
+    assert "erf_f32(" in source and "erff(a" not in source and "erf(a" not in source
 
 
 def test_a_loop_around_a_barrier_may_not_depend_on_the_local_id():
