@@ -6,7 +6,6 @@ them (environment variables only), NCCL bootstrapped through the rendezvous on M
     python bench/bench_distributed.py --json dist.json
     torchrun --nproc-per-node 2 bench/bench_distributed.py --worker gpt   # one world, by torchrun
     python bench/bench_distributed.py --small --backend autodiff+ndarray --launcher mpiexec
-    python bench/bench_distributed.py --models gpt --capture   # every step one replay
 
 Without ``--worker`` the script is its own launcher: for each world size (1, then ``--nproc``)
 it starts that many copies of itself with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
@@ -128,7 +127,7 @@ def gpt_worker(args: argparse.Namespace) -> dict:
     bn.seed(0)
     model = comm.broadcast_module(models.burnish_model("gpt", sizes, device))
     loss_of = models.burnish_loss("gpt", sizes, device)
-    optimizer = models.burnish_optimizer(spec, args.capture)
+    optimizer = models.burnish_optimizer(spec, False)
     params = sum(p.val().numel() for p in model.params())
     # Every rank draws the same world x batch sequences and takes its slice.
     rng = np.random.default_rng(0)
@@ -148,37 +147,23 @@ def gpt_worker(args: argparse.Namespace) -> dict:
                                  - p.val().grad(full).to_numpy()).max())
                     for p in model.params())
 
-    # The communicator through a bound method: capture keeps methods as they are instead of
-    # walking into the object (its NCCL handles and the runtime behind them).
-    all_reduce = comm.all_reduce_gradients
-
-    def plain(model):  # one GPU without data parallelism: the baseline
-        loss = loss_of(model, x, y)
-        return optimizer.step(spec.lr, model, loss.backward()), loss.detach()
-
-    def overlap(model):
-        with reducer.overlap(model):
-            loss = loss_of(model, x, y)
-            grads = loss.backward()
-        return optimizer.step(spec.lr, model, reducer.gradients(grads)), loss.detach()
-
-    def after_backward(model):
-        loss = loss_of(model, x, y)
-        grads = all_reduce(loss.backward(), model)
-        return optimizer.step(spec.lr, model, grads), loss.detach()
-
-    steps = {"overlap": overlap, "after_backward": after_backward, "plain": plain}
-    if args.capture:  # the whole step replayed, NCCL's collective in the record (CUDA graph)
-        steps = {"after_backward": bn.capture(after_backward, strict=True),
-                 "plain": bn.capture(plain, strict=True)}
-
     def step(model, mode: str):
-        return steps[mode](model)
+        if mode == "plain":  # one GPU without data parallelism: the baseline
+            loss = loss_of(model, x, y)
+            return optimizer.step(spec.lr, model, loss.backward()), loss
+        if mode == "overlap":
+            with reducer.overlap(model):
+                loss = loss_of(model, x, y)
+                grads = loss.backward()
+            grads = reducer.gradients(grads)
+        else:
+            loss = loss_of(model, x, y)
+            grads = comm.all_reduce_gradients(loss.backward(), model)
+        return optimizer.step(spec.lr, model, grads), loss
 
     results = {"rank": rank, "world": world, "params": params, "grad_check": check,
                "buckets": len(reducer.buckets)}
-    for mode in (*(["overlap"] if "overlap" in steps else []), "after_backward",
-                 *(["plain"] if world == 1 else [])):
+    for mode in ("overlap", "after_backward", *(["plain"] if world == 1 else [])):
         for _ in range(args.warmup):
             model, loss = step(model, mode)
         loss.item()
@@ -263,10 +248,8 @@ def report(name: str, runs: dict[int, list[dict]], small: bool = False
             check = max((r["grad_check"] or 0.0) for r in ranks) if world > 1 else None
             if check is not None and check > 1e-3:
                 ok = False
-            after = first["after_backward"]["tokens_per_s"]
-            overlap = first.get("overlap", {}).get("tokens_per_s")  # not with --capture
-            shown = "- | -" if overlap is None else f"{overlap:,.0f} | {overlap / plain:.2f}"
-            lines.append(f"| {world} | {shown} | {after:,.0f} | "
+            overlap, after = (first[k]["tokens_per_s"] for k in ("overlap", "after_backward"))
+            lines.append(f"| {world} | {overlap:,.0f} | {overlap / plain:.2f} | {after:,.0f} | "
                          f"{after / plain:.2f} | {'-' if check is None else f'{check:.2e}'} |")
         lines.append("(x 1 GPU: over one GPU's tokens/s without data parallelism, at the same "
                      "batch per GPU; the goal for 2 GPUs is 1.8)")
@@ -296,18 +279,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="another backend runs on MPI (with --launcher mpiexec)")
     parser.add_argument("--launcher", choices=["env", "mpiexec"], default="env",
                         help="env: the ranks get torchrun's variables; mpiexec: MPI starts them")
-    parser.add_argument("--capture", action="store_true",
-                        help="gpt: each step through burnish.capture (capturable AdamW), the "
-                             "all-reduce inside the record; the overlap mode is left out")
     parser.add_argument("--small", action="store_true",
                         help="tiny sizes: a check of the script, on a CPU backend too")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.capture and args.backend.split("+")[-1] != "cuda":
-        parser.error("--capture needs a cuda backend: MPI's collectives read the gradients on "
-                     "the host, which a replay cannot repeat")
     if args.worker:  # one rank, started by this script or by torchrun
         result = WORKERS[args.worker](args)
         if args.out:
@@ -317,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     common = ["--steps", str(args.steps), "--warmup", str(args.warmup), "--batch",
               str(args.batch), "--epochs", str(args.epochs), "--backend", args.backend,
-              *(["--small"] if args.small else []), *(["--capture"] if args.capture else [])]
+              *(["--small"] if args.small else [])]
     lines, ok, everything = [], True, {}
     for name in args.models:
         runs = {world: launch(world, ["--worker", name, *common], args.timeout, args.launcher)

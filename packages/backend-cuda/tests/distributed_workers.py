@@ -108,9 +108,12 @@ def batch(step: int) -> tuple[np.ndarray, np.ndarray]:
             rng.integers(0, SIZES[-1], BATCH))
 
 
-def train(device, comm: distributed.Communicator | None, steps: int) -> dict[str, np.ndarray]:
+def train(device, comm: distributed.Communicator | None, steps: int,
+          captured: bool = False) -> dict[str, np.ndarray]:
     """SGD on the MLP; with ``comm``, this rank's share of each batch and averaged gradients.
-    Ranks other than 0 start from other weights: ``broadcast_module`` must replace them."""
+    Ranks other than 0 start from other weights: ``broadcast_module`` must replace them.
+    ``captured``: each step through ``burnish.capture``, which refuses the all-reduce (its
+    replay would skip it) and runs the step eagerly."""
     rank, world = (0, 1) if comm is None else (comm.rank, comm.world_size)
     start = {name: value + rank for name, value in initial_weights().items()}
     model = Mlp([nn.LinearConfig(a, b).init(device) for a, b in zip(SIZES, SIZES[1:])])
@@ -118,16 +121,27 @@ def train(device, comm: distributed.Communicator | None, steps: int) -> dict[str
     if comm is not None:
         model = comm.broadcast_module(model)
     sgd, loss = optim.Sgd(), nn.CrossEntropyLoss()
+    # A bound method: capture keeps it as it is rather than walking into the communicator.
+    reduce = None if comm is None else comm.all_reduce_gradients
+
+    def train_step(model, x, y):
+        grads = loss(model(x), y).backward()
+        if reduce is not None:
+            grads = reduce(grads, model)
+        return sgd.step(LR, model, grads)
+
+    step_fn = bn.capture(train_step) if captured else train_step
     share = BATCH // world
     for step in range(steps):
         x, y = batch(step)
         x, y = x[rank * share:(rank + 1) * share], y[rank * share:(rank + 1) * share]
-        grads = loss(model(Tensor.from_data(x, device)), Tensor.from_data(y, device)).backward()
-        if comm is not None:
-            grads = comm.all_reduce_gradients(grads, model)
-        model = sgd.step(LR, model, grads)
+        model = step_fn(model, Tensor.from_data(x, device), Tensor.from_data(y, device))
+    if captured and reduce is not None:  # refused (its all-reduce), so run eagerly
+        assert not any(entry["replays"] for entry in step_fn.stats()), step_fn.stats()
     return {name: param.val().to_numpy() for name, param in model.named_params()}
 
 
-def train_rank(comm: distributed.Communicator, steps: int) -> dict[str, np.ndarray]:
-    return train(bn.backend("autodiff+cuda").devices()[comm.device.index], comm, steps)
+def train_rank(comm: distributed.Communicator, steps: int,
+               captured: bool = False) -> dict[str, np.ndarray]:
+    return train(bn.backend("autodiff+cuda").devices()[comm.device.index], comm, steps,
+                 captured)

@@ -98,6 +98,22 @@ def test_two_ranks_on_two_gpus_train_like_one_on_the_whole_batch():
                                    err_msg=name)
 
 
+def test_a_captured_step_with_an_all_reduce_runs_eagerly():
+    """``burnish.capture`` refuses a step that all-reduces through NCCL (a replay would skip
+    the collective and the ranks would drift apart): the step runs eagerly, the ranks' models
+    stay identical and equal to one process's on the whole batch."""
+    if _gpus() < 2:
+        pytest.skip(f"needs two GPUs; this machine has {_gpus()}")
+    steps = 12
+    ranks = distributed.launch(train_rank, 2, (steps, True), timeout=300)
+    single = train(bn.backend("autodiff+cuda").devices()[0], None, steps)
+    for name in single:
+        np.testing.assert_allclose(ranks[1][name], ranks[0][name], rtol=1e-6, atol=1e-7,
+                                   err_msg=name)
+        np.testing.assert_allclose(ranks[0][name], single[name], rtol=1e-4, atol=1e-5,
+                                   err_msg=name)
+
+
 def test_two_ranks_sharing_one_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     gpus = _gpus()
     if gpus != 1:

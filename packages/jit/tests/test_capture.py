@@ -498,3 +498,27 @@ def test_replacing_a_held_quantized_tensor_is_refused(gpu):
     with pytest.raises(CaptureError, match="replaces a quantized tensor"):
         for _ in range(6):
             captured(x)
+
+
+def test_work_a_record_cannot_hold_refuses_the_capture(gpu):
+    """Work outside the runtime's recorded methods (NCCL's collectives) tells the recorder
+    (``refuse``): the function then runs eagerly, or raises with the reason when strict."""
+    device = device_of(gpu)
+
+    def step(x):
+        recorder = device.backend.runtime(device).pool.recorder
+        if recorder is not None:
+            recorder.refuse("it runs a collective")
+        return x * 2
+
+    captured = bn.capture(step, strict=True)
+    x = Tensor.from_data(np.ones(3, np.float32), device=device)
+    with pytest.raises(CaptureError, match="it runs a collective at .*test_capture.py"):
+        for _ in range(6):
+            captured(x)
+    relaxed = bn.capture(step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(6):
+            np.testing.assert_array_equal(relaxed(x).to_numpy(), [2.0, 2.0, 2.0])
+    assert not relaxed.stats()[0]["replays"]

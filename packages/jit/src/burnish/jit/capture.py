@@ -73,6 +73,8 @@ class Recorder:
         #: ids of handles some launch or copy wrote
         self.written: set[int] = set()
         self.host_read: str | None = None
+        #: Why the call cannot be replayed, said by work that a record cannot hold (``refuse``)
+        self.refused: str | None = None
         self._writable: dict[int, tuple[bool, ...]] = {}
         self._names: dict[int, str] = {}
 
@@ -155,8 +157,16 @@ class Recorder:
             self.host_read = where()
         return type(self.runtime).read(self.runtime, items)
 
+    def refuse(self, reason: str) -> None:
+        """Mark the call as one a replay cannot repeat (``reason``: what it did, and where);
+        work that bypasses the runtime's recorded methods says so here."""
+        if self.refused is None and threading.get_ident() == self.thread:
+            self.refused = f"{reason} at {where()}"
+
     def problem(self) -> str | None:
         """Why what was recorded cannot be replayed, whatever another recording says."""
+        if self.refused is not None:
+            return self.refused
         if self.host_read is not None:
             return f"it reads tensor values on the host at {self.host_read}"
         if self.consumed:

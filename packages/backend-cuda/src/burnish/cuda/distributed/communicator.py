@@ -214,10 +214,9 @@ class Communicator:
         x = self._backend.contiguous(prim)
         out = self._backend.empty((self.world_size, *x.shape), x.dtype, x.device)
         if x.numel:
-            with self._runtime.cuda_device:
-                self._comm.allGather(self._pointer(x), self._pointer(out),
-                                     x.numel * self._itemsize(x.dtype), self._nccl.NCCL_UINT8,
-                                     self._runtime.stream.ptr)
+            self._collectives([x], [out], [("allGather", self._pointer(x), self._pointer(out),
+                                            x.numel * self._itemsize(x.dtype),
+                                            self._nccl.NCCL_UINT8)])
         return wrap(out)
 
     def reduce_scatter(self, tensor: Tensor, op: str = "sum") -> Tensor:
@@ -234,10 +233,8 @@ class Communicator:
         divide = op == "mean" and not self._avg
         nccl_op = getattr(self._nccl, NCCL_OPS["sum" if divide else op])
         if out.numel:
-            with self._runtime.cuda_device:
-                self._comm.reduceScatter(self._pointer(x), self._pointer(out), out.numel,
-                                         self._nccl_type(x.dtype), nccl_op,
-                                         self._runtime.stream.ptr)
+            self._collectives([x], [out], [("reduceScatter", self._pointer(x), self._pointer(out),
+                                            out.numel, self._nccl_type(x.dtype), nccl_op)])
         if divide:
             out = self._backend.mul_scalar(out, 1.0 / self.world_size, out.dtype)
         return wrap(out)
@@ -332,8 +329,8 @@ class Communicator:
         """One all-reduce per primitive (checked already), grouped into one NCCL launch."""
         divide = op == "mean" and not self._avg
         nccl_op = getattr(self._nccl, NCCL_OPS["sum" if divide else op])
-        outs = self._enqueue(xs, lambda send, recv, x: self._comm.allReduce(
-            send, recv, x.numel, self._nccl_type(x.dtype), nccl_op, self._runtime.stream.ptr))
+        outs = self._enqueue(xs, lambda send, recv, x: (
+            "allReduce", send, recv, x.numel, self._nccl_type(x.dtype), nccl_op))
         if divide:
             outs = [self._backend.mul_scalar(out, 1.0 / self.world_size, out.dtype)
                     for out in outs]
@@ -341,33 +338,45 @@ class Communicator:
 
     def _broadcast(self, xs: list[JitTensor], root: int) -> list[JitTensor]:
         """One broadcast per primitive, of its bytes, grouped into one NCCL launch."""
-        return self._enqueue(xs, lambda send, recv, x: self._comm.broadcast(
-            send, recv, x.numel * self._itemsize(x.dtype), self._nccl.NCCL_UINT8, root,
-            self._runtime.stream.ptr))
+        return self._enqueue(xs, lambda send, recv, x: (
+            "broadcast", send, recv, x.numel * self._itemsize(x.dtype), self._nccl.NCCL_UINT8,
+            root))
 
-    def _enqueue(self, xs: list[JitTensor], call: Callable[[int, int, JitTensor], None]
-                 ) -> list[JitTensor]:
-        """``call(send pointer, receive pointer, plain input)`` for each non-empty primitive,
-        into a new output each; several calls form one NCCL group."""
+    def _enqueue(self, xs: list[JitTensor],
+                 call: Callable[[int, int, JitTensor], tuple[Any, ...]]) -> list[JitTensor]:
+        """The collective ``call(send pointer, receive pointer, plain input)`` describes (see
+        ``_collectives``) for each non-empty primitive, into a new output each; several form
+        one NCCL group."""
         if self._comm is None:
             raise RuntimeError(f"{self!r} is closed")
         # Inputs made plain and pointers taken first: a copy or a lazy (fused) tensor's kernel
         # is enqueued here, before the collectives, not inside their group.
         plain = [self._backend.contiguous(x) for x in xs]
         outs = [self._backend.empty(x.shape, x.dtype, x.device) for x in plain]
-        work = [(self._pointer(x), self._pointer(out), x)
-                for x, out in zip(plain, outs) if x.numel]
-        with self._runtime.cuda_device:
-            if len(work) == 1:
-                call(*work[0])
-            elif work:
-                self._nccl.groupStart()
-                try:
-                    for item in work:
-                        call(*item)
-                finally:
-                    self._nccl.groupEnd()
+        work = [(x, out) for x, out in zip(plain, outs) if x.numel]
+        if work:
+            self._collectives([x for x, _ in work], [out for _, out in work],
+                              [call(self._pointer(x), self._pointer(out), x) for x, out in work])
         return outs
+
+    def _collectives(self, reads: list[JitTensor], writes: list[JitTensor],
+                     calls: list[tuple[Any, ...]]) -> None:
+        """Enqueue NCCL ``calls`` (each a communicator method's name, its send and receive
+        addresses and its other arguments before the stream), several as one group. A capture
+        recording the call is told it cannot replay it (``burnish.capture`` then runs the
+        function eagerly, or raises with ``strict=True``): its replay would skip the
+        collectives and the ranks would drift apart."""
+        if self._comm is None:
+            raise RuntimeError(f"{self!r} is closed")
+        recorder = getattr(self._runtime.pool, "recorder", None)
+        if recorder is not None:
+            recorder.refuse(f"it runs NCCL collectives ({calls[0][0]}), which a replay does "
+                            f"not hold")
+        args: list[Any] = []
+        for call in calls:
+            args += [len(call), *call]
+        with self._runtime.cuda_device:
+            _nccl_calls(self._nccl, self._comm, self._runtime.stream.ptr, *args)
 
     def _nccl_type(self, dtype: DType) -> int:
         name = NCCL_TYPES[dtype.name]
@@ -384,3 +393,21 @@ class Communicator:
     def _check_root(self, root: int) -> None:
         if not 0 <= root < self.world_size:
             raise ValueError(f"broadcast: root {root} is outside 0..{self.world_size - 1}")
+
+
+def _nccl_calls(nccl: Any, comm: Any, stream: int, *calls: Any) -> None:
+    """NCCL calls on ``stream``, one group when there are several: ``calls`` is flat (each
+    call's length, then its method name and its arguments before the stream)."""
+    work, at = [], 0
+    while at < len(calls):
+        size = calls[at]
+        work.append(calls[at + 1:at + 1 + size])
+        at += 1 + size
+    if len(work) > 1:
+        nccl.groupStart()
+    try:
+        for name, *args in work:
+            getattr(comm, name)(*args, stream)
+    finally:
+        if len(work) > 1:
+            nccl.groupEnd()
