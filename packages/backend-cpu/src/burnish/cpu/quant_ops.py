@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from burnish.backend.quant_ops import QuantizedPrimitive, QuantOps
+from burnish.backend.quant_ops import QuantizedPrimitive, QuantOps, scaled_along
 from burnish.cpu.int8_gemm import MAX_INNER, Int8Gemm
 from burnish.dtype import DType, float32
 from burnish.jit.kernels.elementwise import plain
@@ -124,15 +124,7 @@ def _takes(lhs: Any, rhs: Any) -> bool:
         return False
     if any(n == 0 for n in lhs.shape) or rhs.shape[1] == 0:
         return False
-    return _scaled_along(lhs, len(lhs.shape) - 2) and _scaled_along(rhs, 1)
-
-
-def _scaled_along(q: QuantizedPrimitive, axis: int) -> bool:
-    """Whether ``q``'s scales are one, or one per index of ``axis``."""
-    granularity = q.scheme.granularity
-    if isinstance(granularity, PerTensor):
-        return True
-    return isinstance(granularity, PerChannel) and channel_axis(granularity, q.shape) == axis
+    return scaled_along(lhs, len(lhs.shape) - 2) and scaled_along(rhs, 1)
 
 
 def _params(q: QuantizedPrimitive) -> tuple[bool, bool, int]:

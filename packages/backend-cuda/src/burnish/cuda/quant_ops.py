@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from burnish.backend.quant_ops import QuantizedPrimitive, QuantOps
+from burnish.backend.quant_ops import QuantizedPrimitive, QuantOps, scaled_along
 from burnish.cuda import gemm
 from burnish.cuda.runtime import CudaRuntime
 from burnish.dtype import DType, float16, float32, get_dtype
@@ -207,14 +207,6 @@ def takes(lhs: Any, rhs: Any) -> bool:
     if rows * _round_up(rhs.shape[1]) > MAX_PRODUCT:
         return False
     return scaled_along(lhs, len(lhs.shape) - 2) and scaled_along(rhs, 1)
-
-
-def scaled_along(q: QuantizedPrimitive, axis: int) -> bool:
-    """Whether ``q``'s scales are one, or one per index of ``axis``."""
-    granularity = q.scheme.granularity
-    if isinstance(granularity, PerTensor):
-        return True
-    return isinstance(granularity, PerChannel) and channel_axis(granularity, q.shape) == axis
 
 
 def direct(a: JitTensor, value: str, need_row_sums: bool) -> bool:

@@ -12,6 +12,7 @@ from burnish.dtype import DType, float32, int32, uint8
 from burnish.quantization.scheme import (
     PerBlock,
     PerChannel,
+    PerTensor,
     QuantScheme,
     channel_axis,
     scales_shape,
@@ -35,6 +36,15 @@ class QuantizedPrimitive:
     zero_points: Primitive | None
     scheme: QuantScheme
     shape: tuple[int, ...]
+
+
+def scaled_along(q: QuantizedPrimitive, axis: int) -> bool:
+    """Whether ``q``'s scales are one for the whole tensor or one per index of ``axis`` (what
+    an integer product kernel needs to scale its sums once, per row or per column)."""
+    granularity = q.scheme.granularity
+    if isinstance(granularity, PerTensor):
+        return True
+    return isinstance(granularity, PerChannel) and channel_axis(granularity, q.shape) == axis
 
 
 class QuantOps(ABC):  # noqa: B024 (only defaults, by design)
