@@ -19,17 +19,16 @@ take the default.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from burnish.backend.quant_ops import QuantizedPrimitive, QuantOps, scaled_along
+from burnish.backend.quant_ops import QuantizedPrimitive, QuantOps, byte_operands
 from burnish.cpu.int8_gemm import MAX_INNER, Int8Gemm
 from burnish.dtype import DType, float32
 from burnish.jit.kernels.elementwise import plain
-from burnish.jit.tensor import JitTensor
+from burnish.jit.tensor import JitTensor, per_buffer
 from burnish.quantization.scheme import PerChannel, PerTensor, QuantScheme, channel_axis
 
 if TYPE_CHECKING:
@@ -114,17 +113,8 @@ def _quantize(x: np.ndarray, scales: np.ndarray, *rest: Any) -> None:
 
 def _takes(lhs: Any, rhs: Any) -> bool:
     """Whether the int8 kernel computes ``lhs @ rhs``."""
-    if not (isinstance(lhs, QuantizedPrimitive) and isinstance(rhs, QuantizedPrimitive)):
-        return False
-    if lhs.scheme.value not in _BYTES or rhs.scheme.value not in _BYTES:
-        return False
-    if len(rhs.shape) != 2 or not 0 < rhs.shape[0] <= MAX_INNER:
-        return False
-    if not isinstance(lhs.values, JitTensor) or not hasattr(lhs.values.runtime, "int8_gemm"):
-        return False
-    if any(n == 0 for n in lhs.shape) or rhs.shape[1] == 0:
-        return False
-    return scaled_along(lhs, len(lhs.shape) - 2) and scaled_along(rhs, 1)
+    return (byte_operands(lhs, rhs, MAX_INNER) and isinstance(lhs.values, JitTensor)
+            and hasattr(lhs.values.runtime, "int8_gemm"))
 
 
 def _params(q: QuantizedPrimitive) -> tuple[bool, bool, int]:
@@ -134,21 +124,13 @@ def _params(q: QuantizedPrimitive) -> tuple[bool, bool, int]:
             q.scheme.symmetric_zero)
 
 
-_packings: weakref.WeakKeyDictionary[Any, dict[tuple, PackedWeights]] = \
-    weakref.WeakKeyDictionary()
-
-
 def _packed(gemm: Int8Gemm, rhs: QuantizedPrimitive) -> PackedWeights:
     """``rhs``'s values packed for ``gemm``, once per buffer and layout."""
-    values: JitTensor = rhs.values
-    key = (id(gemm), values.shape, values.strides, values.offset, values.dtype.name)
-    per_buffer = _packings.setdefault(values.buffer, {})
-    found = per_buffer.get(key)
-    if found is None:
-        array = _array(values)
-        found = PackedWeights(gemm.pack(array), array.dtype == np.int8)
-        per_buffer[key] = found
-    return found
+    def pack() -> PackedWeights:
+        array = _array(rhs.values)
+        return PackedWeights(gemm.pack(array), array.dtype == np.int8)
+
+    return per_buffer(rhs.values, id(gemm), pack)
 
 
 def _array(t: JitTensor) -> np.ndarray:

@@ -34,20 +34,19 @@ last block, nothing read back to the host. Other schemes take the defaults.
 from __future__ import annotations
 
 import struct
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from burnish.backend.quant_ops import QuantizedPrimitive, QuantOps, scaled_along
+from burnish.backend.quant_ops import QuantizedPrimitive, QuantOps, byte_operands
 from burnish.cuda import gemm
 from burnish.cuda.runtime import CudaRuntime
 from burnish.dtype import DType, float16, float32, get_dtype
 from burnish.jit import ir
 from burnish.jit.kernels.elementwise import plain
-from burnish.jit.tensor import JitTensor
+from burnish.jit.tensor import JitTensor, per_buffer
 from burnish.quantization.scheme import PerChannel, PerTensor, QuantScheme, channel_axis
 
 #: The kernels' source; constants are defined in front of it per use (``_source``).
@@ -188,25 +187,17 @@ class CudaQuantOps(QuantOps):
 def takes(lhs: Any, rhs: Any) -> bool:
     """Whether cuBLAS's int8 product computes ``lhs @ rhs`` (the module's docstring says
     when)."""
-    if not (isinstance(lhs, QuantizedPrimitive) and isinstance(rhs, QuantizedPrimitive)):
-        return False
-    if lhs.scheme.value not in _BYTES or rhs.scheme.value not in _BYTES:
-        return False
-    if len(rhs.shape) != 2 or not 0 < rhs.shape[0] <= MAX_INNER:
+    if not byte_operands(lhs, rhs, MAX_INNER):
         return False
     if not isinstance(lhs.values, JitTensor) or not isinstance(rhs.values, JitTensor):
         return False
     if not isinstance(lhs.values.runtime, CudaRuntime) or \
             lhs.values.runtime is not rhs.values.runtime:
         return False
-    if any(n == 0 for n in lhs.shape) or rhs.shape[1] == 0:
-        return False
     rows = 1
     for d in lhs.shape[:-1]:
         rows *= d
-    if rows * _round_up(rhs.shape[1]) > MAX_PRODUCT:
-        return False
-    return scaled_along(lhs, len(lhs.shape) - 2) and scaled_along(rhs, 1)
+    return rows * _round_up(rhs.shape[1]) <= MAX_PRODUCT
 
 
 def direct(a: JitTensor, value: str, need_row_sums: bool) -> bool:
@@ -280,17 +271,11 @@ def _pack(src: JitTensor, rows: int, rows_padded: int, cols: int, cols_padded: i
     return out, row_sums
 
 
-_packings: weakref.WeakKeyDictionary[Any, dict[tuple, PackedWeights]] = \
-    weakref.WeakKeyDictionary()
-
-
 def _packed(rhs: QuantizedPrimitive) -> PackedWeights:
     """``rhs``'s values as cuBLAS reads them, once per buffer and layout."""
     values: JitTensor = rhs.values
-    key = (values.shape, values.strides, values.offset, values.dtype.name)
-    per_buffer = _packings.setdefault(values.buffer, {})
-    found = per_buffer.get(key)
-    if found is None:
+
+    def pack() -> PackedWeights:
         k, n = values.shape
         k_padded, n_padded = _round_up(k), _round_up(n)
         shift = 128 if rhs.scheme.value == "uint8" else 0
@@ -298,9 +283,9 @@ def _packed(rhs: QuantizedPrimitive) -> PackedWeights:
         packed, sums = _pack(values, n, n_padded, k, k_padded, values.strides[1],
                              values.strides[0], shift, True)
         assert sums is not None
-        found = PackedWeights(packed, sums, n_padded, k_padded)
-        per_buffer[key] = found
-    return found
+        return PackedWeights(packed, sums, n_padded, k_padded)
+
+    return per_buffer(values, "cublas", pack)
 
 
 def _epilogue(out: JitTensor, product: JitTensor, lhs: QuantizedPrimitive,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from abc import ABC
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from burnish.backend.base import Primitive
 from burnish.dtype import DType, float32, int32, uint8
@@ -36,6 +37,22 @@ class QuantizedPrimitive:
     zero_points: Primitive | None
     scheme: QuantScheme
     shape: tuple[int, ...]
+
+
+def byte_operands(lhs: Any, rhs: Any, max_inner: int) -> bool:
+    """Whether ``lhs @ rhs`` is a product an 8-bit integer kernel takes: two quantized
+    operands of int8 or uint8 values, ``rhs`` a ``[K, N]`` matrix with ``0 < K <=
+    max_inner``, nothing empty, and the scales factoring out of the sums (``lhs`` per tensor
+    or per row, ``rhs`` per tensor or per column). Backends add their own conditions."""
+    if not (isinstance(lhs, QuantizedPrimitive) and isinstance(rhs, QuantizedPrimitive)):
+        return False
+    if lhs.scheme.value not in ("int8", "uint8") or rhs.scheme.value not in ("int8", "uint8"):
+        return False
+    if len(rhs.shape) != 2 or not 0 < rhs.shape[0] <= max_inner:
+        return False
+    if any(n == 0 for n in lhs.shape) or rhs.shape[1] == 0:
+        return False
+    return scaled_along(lhs, len(lhs.shape) - 2) and scaled_along(rhs, 1)
 
 
 def scaled_along(q: QuantizedPrimitive, axis: int) -> bool:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
+from typing import Any
+
 from burnish.device import Device
 from burnish.dtype import DType
 from burnish.jit.runtime import DeviceBuffer, Runtime
@@ -76,3 +80,20 @@ class JitTensor:
     def __repr__(self) -> str:
         return (f"JitTensor(shape={self.shape}, dtype={self.dtype}, strides={self.strides}, "
                 f"offset={self.offset}, device={self.device})")
+
+
+#: ``per_buffer``'s values, by buffer (a pooled ``DeviceBuffer``: a reused allocation gets a
+#: new one, so an entry dies with the tensors that viewed its buffer).
+_DERIVED: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def per_buffer(t: JitTensor, key: Any, make: Callable[[], Any]) -> Any:
+    """``make()``, computed once for ``t``'s buffer, layout and ``key`` and kept as long as the
+    buffer lives: for what is derived from elements nothing writes again (a quantized layer's
+    weights packed for an integer kernel)."""
+    found = _DERIVED.setdefault(t.buffer, {})
+    full = (key, t.shape, t.strides, t.offset, t.dtype.name)
+    value = found.get(full)
+    if value is None:
+        value = found[full] = make()
+    return value

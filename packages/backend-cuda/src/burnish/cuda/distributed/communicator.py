@@ -214,9 +214,8 @@ class Communicator:
         x = self._backend.contiguous(prim)
         out = self._backend.empty((self.world_size, *x.shape), x.dtype, x.device)
         if x.numel:
-            self._collectives([x], [out], [("allGather", self._pointer(x), self._pointer(out),
-                                            x.numel * self._itemsize(x.dtype),
-                                            self._nccl.NCCL_UINT8)])
+            self._collectives([("allGather", self._pointer(x), self._pointer(out),
+                                x.numel * self._itemsize(x.dtype), self._nccl.NCCL_UINT8)])
         return wrap(out)
 
     def reduce_scatter(self, tensor: Tensor, op: str = "sum") -> Tensor:
@@ -233,8 +232,8 @@ class Communicator:
         divide = op == "mean" and not self._avg
         nccl_op = getattr(self._nccl, NCCL_OPS["sum" if divide else op])
         if out.numel:
-            self._collectives([x], [out], [("reduceScatter", self._pointer(x), self._pointer(out),
-                                            out.numel, self._nccl_type(x.dtype), nccl_op)])
+            self._collectives([("reduceScatter", self._pointer(x), self._pointer(out),
+                                out.numel, self._nccl_type(x.dtype), nccl_op)])
         if divide:
             out = self._backend.mul_scalar(out, 1.0 / self.world_size, out.dtype)
         return wrap(out)
@@ -355,28 +354,32 @@ class Communicator:
         outs = [self._backend.empty(x.shape, x.dtype, x.device) for x in plain]
         work = [(x, out) for x, out in zip(plain, outs) if x.numel]
         if work:
-            self._collectives([x for x, _ in work], [out for _, out in work],
-                              [call(self._pointer(x), self._pointer(out), x) for x, out in work])
+            self._collectives([call(self._pointer(x), self._pointer(out), x)
+                               for x, out in work])
         return outs
 
-    def _collectives(self, reads: list[JitTensor], writes: list[JitTensor],
-                     calls: list[tuple[Any, ...]]) -> None:
-        """Enqueue NCCL ``calls`` (each a communicator method's name, its send and receive
-        addresses and its other arguments before the stream), several as one group. A capture
-        recording the call is told it cannot replay it (``burnish.capture`` then runs the
-        function eagerly, or raises with ``strict=True``): its replay would skip the
-        collectives and the ranks would drift apart."""
+    def _collectives(self, calls: list[tuple[Any, ...]]) -> None:
+        """Enqueue NCCL ``calls`` (each a communicator method's name and its arguments before
+        the stream), several as one group. A capture recording the call is told it cannot
+        replay it (``burnish.capture`` then runs the function eagerly, or raises with
+        ``strict=True``): its replay would skip the collectives and the ranks would drift
+        apart."""
         if self._comm is None:
             raise RuntimeError(f"{self!r} is closed")
         recorder = getattr(self._runtime.pool, "recorder", None)
         if recorder is not None:
             recorder.refuse(f"it runs NCCL collectives ({calls[0][0]}), which a replay does "
                             f"not hold")
-        args: list[Any] = []
-        for call in calls:
-            args += [len(call), *call]
+        stream = self._runtime.stream.ptr
         with self._runtime.cuda_device:
-            _nccl_calls(self._nccl, self._comm, self._runtime.stream.ptr, *args)
+            if len(calls) > 1:
+                self._nccl.groupStart()
+            try:
+                for name, *args in calls:
+                    getattr(self._comm, name)(*args, stream)
+            finally:
+                if len(calls) > 1:
+                    self._nccl.groupEnd()
 
     def _nccl_type(self, dtype: DType) -> int:
         name = NCCL_TYPES[dtype.name]
@@ -394,20 +397,3 @@ class Communicator:
         if not 0 <= root < self.world_size:
             raise ValueError(f"broadcast: root {root} is outside 0..{self.world_size - 1}")
 
-
-def _nccl_calls(nccl: Any, comm: Any, stream: int, *calls: Any) -> None:
-    """NCCL calls on ``stream``, one group when there are several: ``calls`` is flat (each
-    call's length, then its method name and its arguments before the stream)."""
-    work, at = [], 0
-    while at < len(calls):
-        size = calls[at]
-        work.append(calls[at + 1:at + 1 + size])
-        at += 1 + size
-    if len(work) > 1:
-        nccl.groupStart()
-    try:
-        for name, *args in work:
-            getattr(comm, name)(*args, stream)
-    finally:
-        if len(work) > 1:
-            nccl.groupEnd()
