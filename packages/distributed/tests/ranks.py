@@ -54,13 +54,14 @@ def mlp(device) -> Mlp:
                fc3=nn.LinearConfig(16, 4).init(device))
 
 
-def gradients(out: Path, bucket_bytes: str = "400") -> None:
+def gradients(out: Path, bucket_bytes: str = "400", backend: str = "mpi") -> None:
     """Each rank's share of one batch of 16; the reduced gradients (overlapped, small buckets
     so that there are several, and through all_reduce_gradients) against rank 0's gradients of
-    the whole batch on one process."""
-    comm = init()
+    the whole batch on one process. ``backend="nccl"``: on the GPUs, through NCCL."""
+    comm = init(backend)
     r, w = comm.rank, comm.world_size
-    device = bn.backend(DEVICE).default_device()
+    device = bn.backend(DEVICE).default_device() if backend == "mpi" else \
+        bn.backend("autodiff+cuda").devices()[comm.device.index]
     bn.seed(r)  # different weights on each rank: broadcast_module must make them equal
     model = comm.broadcast_module(mlp(device))
     rng = np.random.default_rng(0)
@@ -72,16 +73,16 @@ def gradients(out: Path, bucket_bytes: str = "400") -> None:
     def loss(xs, ys):
         return loss_fn(model(Tensor.from_data(xs, device)), Tensor.from_data(ys, device))
 
-    reducer = GradientReducer(comm, model, bucket_bytes=int(bucket_bytes))
+    reducer = GradientReducer(comm, model, bucket_bytes=int(bucket_bytes),
+                              overlap_backward=True)
     with reducer.overlap(model):
         grads = loss(x[r * share:(r + 1) * share], y[r * share:(r + 1) * share]).backward()
     reduced = reducer.gradients(grads)
-    # A communicator that does not overlap (NCCL's kind): every bucket after the pass.
-    comm.overlaps_backward = False
+    # Every bucket after the pass (NCCL's default).
+    reducer.overlap_backward = False
     with reducer.overlap(model):
         grads = loss(x[r * share:(r + 1) * share], y[r * share:(r + 1) * share]).backward()
     after = reducer.gradients(grads)
-    del comm.overlaps_backward
     plain = comm.all_reduce_gradients(
         loss(x[r * share:(r + 1) * share], y[r * share:(r + 1) * share]).backward(), model)
     params = [p.val() for p in model.params()]
@@ -196,6 +197,23 @@ def nccl(out: Path) -> None:
     np.savez(out / f"nccl-{r}.npz", sum=comm.all_reduce(x).to_numpy(),
              gather=comm.all_gather(x).to_numpy(),
              device=np.array(str(comm.device)))
+    comm.close()
+
+
+def nccl_die(out: Path) -> None:
+    """Two ranks all-reduce in a loop through NCCL; rank 1 is killed after the fifth. Rank 0
+    waits in its next all-reduce until the watchdog ends it (the test checks how)."""
+    import os
+    import signal
+
+    comm = init("nccl")
+    x = Tensor.full([1 << 20], 1.0, comm.device)
+    for step in range(1000):
+        if comm.rank == 1 and step == 5:
+            os.kill(os.getpid(), signal.SIGKILL)
+        total = comm.all_reduce(x)
+        total.to_numpy()  # waits for the all-reduce on the GPU
+        (out / f"step-{comm.rank}").write_text(str(step))
     comm.close()
 
 

@@ -21,21 +21,22 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def test_rendezvous_gives_rank_0s_id_to_every_rank():
+def test_rendezvous_gives_rank_0s_id_and_watchdog_port_to_every_rank():
     port, world = free_port(), 4
     ident = bytes(range(128))
-    got: dict[int, bytes] = {}
+    got: dict[int, tuple[bytes, int]] = {}
 
     def rank(r: int) -> None:
         job = Job(r, world, r, world, "127.0.0.1", port, "torchrun")
-        got[r] = exchange_unique_id(job, lambda: ident, timeout=30)
+        got[r] = exchange_unique_id(job, lambda: ident, timeout=30,
+                                    port=54321 if r == 0 else 0)
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in (3, 1, 2, 0)]  # 0 starts last
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
-    assert got == {r: ident for r in range(world)}
+    assert got == {r: (ident, 54321) for r in range(world)}
 
 
 def test_rendezvous_without_rank_0_names_the_address():
@@ -117,6 +118,27 @@ def test_buckets_start_while_backward_runs():
     for param in model.params():
         np.testing.assert_array_equal(param.val().grad(reduced).to_numpy(),
                                       param.val().grad(plain).to_numpy())
+
+
+@pytest.mark.parametrize("prefers, asked, early", [
+    (True, None, True), (False, None, False), (False, True, True), (True, False, False)])
+def test_the_reducer_overlaps_as_asked_else_as_the_communicator_prefers(prefers, asked, early):
+    device = bn.backend("autodiff+ndarray").default_device()
+    bn.seed(0)
+    model = Deep([nn.LinearConfig(8, 8).init(device) for _ in range(2)])
+    log: list = []
+    comm = Recording(log)
+    comm.overlaps_backward = prefers
+    reducer = GradientReducer(comm, model, bucket_bytes=8 * 8 * 4 + 8 * 4,
+                              overlap_backward=asked)
+    x = Tensor.from_data(np.ones((4, 8), np.float32), device)
+    with reducer.overlap(model):
+        grads = model(x).sum().backward()
+    during = list(log)
+    reducer.gradients(grads)
+    # Early: one start per bucket during the pass; late: one per dtype after it.
+    assert during == ([("start", 2)] * 2 if early else [])
+    assert log[len(during):] == ([] if early else [("start", 4)])
 
 
 def test_init_refuses_an_unknown_backend():

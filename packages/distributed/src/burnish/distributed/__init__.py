@@ -48,7 +48,9 @@ def init(backend: str | None = None, timeout: float | None = None) -> Communicat
     mpi4py; the job must be started by an MPI launcher: ``mpiexec``, or ``srun --mpi=pmi2``
     / ``pmix``). None picks ``"mpi"`` when the processes were started by MPI, else ``"nccl"``.
     ``timeout``: the seconds a collective waits before it names the ranks that did not answer
-    (``BURNISH_DISTRIBUTED_TIMEOUT``, else 300).
+    (``BURNISH_DISTRIBUTED_TIMEOUT``, else 300); under NCCL a watchdog thread does the waiting
+    and ends the process (``burnish.distributed.watchdog``), and a rank that dies ends the
+    others at once.
 
     Without a launcher this is a world of one (MPI when mpi4py is installed). Raises ImportError
     naming the package to install, ValueError for an unknown ``backend`` or malformed launcher
@@ -71,7 +73,7 @@ def init(backend: str | None = None, timeout: float | None = None) -> Communicat
     if backend == "nccl":
         from burnish.distributed.nccl import nccl_communicator
 
-        return nccl_communicator(job, 300.0 if timeout is None else timeout)
+        return nccl_communicator(job, collective_timeout=timeout)
     raise ValueError(f"burnish.distributed.init: backend must be 'nccl' or 'mpi', got "
                      f"{backend!r}")
 

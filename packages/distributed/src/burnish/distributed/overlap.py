@@ -51,22 +51,26 @@ class GradientReducer:
     each step. Every rank must hold the same module structure (the buckets are planned from it);
     ``overlap(module)`` re-binds to the model after each optimizer step (new autodiff leaves).
 
-    What overlaps: a communicator whose ``overlaps_backward`` is False (NCCL, whose collectives
-    share the compute stream and would not run beside the backward kernels anyway) has the
-    gradients reduced after the pass, one collective per dtype: starting buckets early measured
-    slower (bench/RESULTS.md).
+    ``overlap_backward``: whether buckets start during the pass (True) or all after it, one
+    collective per dtype (False); None (the default) takes the communicator's
+    ``overlaps_backward`` (True where absent). NCCL's communicator runs its collectives on a
+    stream of their own beside the pass, but says False: on the GPT-style model of
+    bench/bench_distributed.py, whose eager steps are bound by the host, early starts measured
+    slower than one reduction after the pass (bench/RESULTS.md); pass True to overlap anyway.
     With MPI the bucket is copied to the host and ``MPI_Iallreduce`` starts on it; MPI moves it
     forward whenever a later bucket starts or polls (``progress``), or on its own progress
     thread where the library runs one (MPICH: ``MPIR_CVAR_ASYNC_PROGRESS=1``).
     """
 
     def __init__(self, communicator: Communicator, module: Any,
-                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, find_unused: bool = False):
+                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, find_unused: bool = False,
+                 overlap_backward: bool | None = None):
         if bucket_bytes < 1:
             raise ValueError(f"GradientReducer: bucket_bytes must be positive, got {bucket_bytes}")
         self.communicator = communicator
         self.bucket_bytes = bucket_bytes
         self.find_unused = find_unused
+        self.overlap_backward = overlap_backward
         self._after = False
         self._bind(module)
 
@@ -120,10 +124,12 @@ class GradientReducer:
         for bucket in self._buckets:
             bucket.grads, bucket.pending = {}, None
         self._next = 0
-        # A communicator whose collectives queue behind the compute (NCCL on the compute
-        # stream) gains nothing from starting early, and the early starts cost: every bucket
-        # reduced after the pass instead (``gradients``).
-        self._after = not getattr(self.communicator, "overlaps_backward", True)
+        # Where starting early does not pay (the communicator says so, or the caller), every
+        # bucket is reduced after the pass instead (``gradients``).
+        early = self.overlap_backward
+        if early is None:
+            early = getattr(self.communicator, "overlaps_backward", True)
+        self._after = not early
         if self._after:
             yield
             return

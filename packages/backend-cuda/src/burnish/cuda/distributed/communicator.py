@@ -3,7 +3,10 @@ tensors, enqueued on the stream where the cuda backend runs that GPU's ops."""
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import burnish as bn
@@ -132,6 +135,19 @@ def _is_fusion(backend: Any) -> bool:
     return isinstance(backend, Fusion)
 
 
+@dataclass
+class _Issued:
+    """A group of collectives on the communication stream: its number (from 1), its first
+    collective's name, when it was issued, the event recorded after it, and the buffers it
+    reads and writes, kept from the memory pool until the event has passed."""
+
+    number: int
+    name: str
+    since: float
+    done: Any
+    buffers: list[JitTensor]
+
+
 class Communicator:
     """The NCCL implementation of ``burnish.distributed.Communicator``: rank ``rank`` of
     ``world_size`` processes, each driving one GPU: ``device`` (a device of
@@ -140,16 +156,23 @@ class Communicator:
 
     Every collective is called by every rank, in the same order, with tensors of the same
     shape and dtype (NCCL cannot tell otherwise: mismatched calls hang or mix up data). They
-    are enqueued on the stream where the cuda backend runs ``device``'s ops, so they see every
-    op enqueued before and are seen by every op after; they return at once, like other ops.
-    Results are new tensors (tensors are values); a tensor of an autodiff backend is reduced
-    through its inner primitive, and the result is not tracked.
+    run on a communication stream of their own, after every op enqueued before them on the
+    stream where the cuda backend runs ``device``'s ops (an event between the two); they return
+    at once, like other ops. The ops that use a result wait for it on the GPU: at once for
+    ``all_reduce`` and the other single collectives, at ``wait()`` for ``all_reduce_start``,
+    so kernels enqueued in between (the rest of a backward pass) run while the collective
+    does. Results are new tensors (tensors are values); a tensor of an autodiff backend is
+    reduced through its inner primitive, and the result is not tracked.
+
+    ``watchdog``: set by ``burnish.distributed.init`` (a ``burnish.distributed.watchdog.
+    Watchdog``): it ends the process, naming the rank, when another rank dies or a collective
+    does not complete in time; ``close`` ends it cleanly.
     """
 
-    #: Buckets are reduced after the backward pass (``GradientReducer``): the collectives run
-    #: on the compute stream, so starting them early overlaps nothing on the GPU, and on two
-    #: H200s the GPT-style model trained at 1.29x one GPU with early starts against 1.81x
-    #: after the pass (bench/bench_distributed.py).
+    #: ``GradientReducer`` reduces the buckets after the backward pass by default: starting
+    #: them during the pass (they would run on the communication stream beside it) measured
+    #: slower on the GPT-style model of bench/bench_distributed.py, whose eager steps are
+    #: bound by the host. ``GradientReducer(..., overlap_backward=True)`` overlaps anyway.
     overlaps_backward = False
 
     def __init__(self, rank: int, world_size: int, unique_id: bytes | Sequence[int],
@@ -179,6 +202,13 @@ class Communicator:
         self._avg = nccl.get_version() >= _AVG_VERSION
         # NCCL binds a communicator to the current device; this process drives that one.
         self._runtime.cuda_device.use()
+        cp = cuda_runtime.cp
+        with self._runtime.cuda_device:
+            self._stream = cp.cuda.Stream(non_blocking=True)
+        self._event = cp.cuda.Event
+        self._issued: deque[_Issued] = deque()
+        self._count = 0
+        self.watchdog: Any = None
         ident = as_id(unique_id)
         try:
             self._comm = nccl.NcclCommunicator(world_size, ident, rank)
@@ -204,9 +234,16 @@ class Communicator:
         """``all_reduce`` of each tensor, in one flat buffer per dtype and one NCCL group,
         enqueued now; ``wait()`` returns the results (already enqueued on the device's stream,
         so it does not block)."""
-        results = buckets.bucketed(list(tensors),
-                                   lambda flats: self._all_reduce_tensors(flats, op))
-        return Pending(lambda: results)
+        issued: list[_Issued] = []
+        results = buckets.bucketed(list(tensors), lambda flats: self._all_reduce_tensors(
+            flats, op, issued))
+
+        def finish() -> list[Tensor]:
+            for group in issued:
+                self._runtime.stream.wait_event(group.done)
+            return results
+
+        return Pending(finish)
 
     def all_gather(self, tensor: Tensor) -> Tensor:
         """Every rank's ``tensor`` stacked in rank order: shape ``[world_size, *shape]``."""
@@ -215,7 +252,8 @@ class Communicator:
         out = self._backend.empty((self.world_size, *x.shape), x.dtype, x.device)
         if x.numel:
             self._collectives([("allGather", self._pointer(x), self._pointer(out),
-                                x.numel * self._itemsize(x.dtype), self._nccl.NCCL_UINT8)])
+                                x.numel * self._itemsize(x.dtype), self._nccl.NCCL_UINT8)],
+                              [x, out])
         return wrap(out)
 
     def reduce_scatter(self, tensor: Tensor, op: str = "sum") -> Tensor:
@@ -233,7 +271,7 @@ class Communicator:
         nccl_op = getattr(self._nccl, NCCL_OPS["sum" if divide else op])
         if out.numel:
             self._collectives([("reduceScatter", self._pointer(x), self._pointer(out),
-                                out.numel, self._nccl_type(x.dtype), nccl_op)])
+                                out.numel, self._nccl_type(x.dtype), nccl_op)], [x, out])
         if divide:
             out = self._backend.mul_scalar(out, 1.0 / self.world_size, out.dtype)
         return wrap(out)
@@ -286,11 +324,16 @@ class Communicator:
 
     def close(self) -> None:
         """Wait for this rank's queued work, then free the NCCL communicator (every rank
-        closes its own; collectives fail afterwards)."""
+        closes its own; collectives fail afterwards) and end the watchdog cleanly."""
         if self._comm is not None:
             self._runtime.sync()
+            self._stream.synchronize()
+            self._issued.clear()
             self._comm.destroy()
             self._comm = None
+        if self.watchdog is not None:
+            self.watchdog.close()
+            self.watchdog = None
 
     def abort(self) -> None:
         """Free the NCCL communicator at once, abandoning collectives in flight (after an
@@ -318,18 +361,23 @@ class Communicator:
                               f".to_device(communicator.device)")
         return prim, wrap
 
-    def _all_reduce_tensors(self, tensors: list[Tensor], op: str) -> list[Tensor]:
+    def _all_reduce_tensors(self, tensors: list[Tensor], op: str,
+                            issued: list[_Issued] | None = None) -> list[Tensor]:
         for tensor in tensors:
             reduction(tensor.dtype, op)
         prims, wraps = zip(*(self._operand(t, "all_reduce_gradients") for t in tensors))
-        return [wrap(out) for wrap, out in zip(wraps, self._all_reduce(list(prims), op))]
+        return [wrap(out) for wrap, out in zip(wraps, self._all_reduce(list(prims), op, issued))]
 
-    def _all_reduce(self, xs: list[JitTensor], op: str) -> list[JitTensor]:
-        """One all-reduce per primitive (checked already), grouped into one NCCL launch."""
+    def _all_reduce(self, xs: list[JitTensor], op: str,
+                    issued: list[_Issued] | None = None) -> list[JitTensor]:
+        """One all-reduce per primitive (checked already), grouped into one NCCL launch; with
+        ``issued``, the compute stream does not wait for it here (see ``_collectives``)."""
         divide = op == "mean" and not self._avg
         nccl_op = getattr(self._nccl, NCCL_OPS["sum" if divide else op])
+        # Without ncclAvg the division is a kernel on the compute stream: it waits first.
         outs = self._enqueue(xs, lambda send, recv, x: (
-            "allReduce", send, recv, x.numel, self._nccl_type(x.dtype), nccl_op))
+            "allReduce", send, recv, x.numel, self._nccl_type(x.dtype), nccl_op),
+            None if divide else issued)
         if divide:
             outs = [self._backend.mul_scalar(out, 1.0 / self.world_size, out.dtype)
                     for out in outs]
@@ -342,7 +390,8 @@ class Communicator:
             root))
 
     def _enqueue(self, xs: list[JitTensor],
-                 call: Callable[[int, int, JitTensor], tuple[Any, ...]]) -> list[JitTensor]:
+                 call: Callable[[int, int, JitTensor], tuple[Any, ...]],
+                 issued: list[_Issued] | None = None) -> list[JitTensor]:
         """The collective ``call(send pointer, receive pointer, plain input)`` describes (see
         ``_collectives``) for each non-empty primitive, into a new output each; several form
         one NCCL group."""
@@ -355,31 +404,66 @@ class Communicator:
         work = [(x, out) for x, out in zip(plain, outs) if x.numel]
         if work:
             self._collectives([call(self._pointer(x), self._pointer(out), x)
-                               for x, out in work])
+                               for x, out in work], [b for pair in work for b in pair], issued)
         return outs
 
-    def _collectives(self, calls: list[tuple[Any, ...]]) -> None:
+    def _collectives(self, calls: list[tuple[Any, ...]], buffers: list[JitTensor],
+                     issued: list[_Issued] | None = None) -> None:
         """Enqueue NCCL ``calls`` (each a communicator method's name and its arguments before
-        the stream), several as one group. A capture recording the call is told it cannot
-        replay it (``burnish.capture`` then runs the function eagerly, or raises with
-        ``strict=True``): its replay would skip the collectives and the ranks would drift
-        apart."""
+        the stream), several as one group, on the communication stream once the compute
+        stream has reached this point. ``buffers`` (what the calls read and write) stay out of
+        the memory pool until the group has passed. The compute stream waits for the group
+        now, or, when ``issued`` is a list, the group goes there and whoever holds it makes the
+        compute stream wait later (``all_reduce_start``).
+
+        A capture recording the call is told it cannot replay it (``burnish.capture`` then
+        runs the function eagerly, or raises with ``strict=True``): its replay would skip the
+        collectives and the ranks would drift apart."""
         if self._comm is None:
             raise RuntimeError(f"{self!r} is closed")
         recorder = getattr(self._runtime.pool, "recorder", None)
         if recorder is not None:
             recorder.refuse(f"it runs NCCL collectives ({calls[0][0]}), which a replay does "
                             f"not hold")
-        stream = self._runtime.stream.ptr
+        compute = self._runtime.stream
         with self._runtime.cuda_device:
+            while self._issued and self._issued[0].done.done:
+                self._issued.popleft()  # passed: its buffers may go back to the pool
+            ready = self._event(disable_timing=True)
+            ready.record(compute)
+            self._stream.wait_event(ready)
             if len(calls) > 1:
                 self._nccl.groupStart()
             try:
                 for name, *args in calls:
-                    getattr(self._comm, name)(*args, stream)
+                    getattr(self._comm, name)(*args, self._stream.ptr)
             finally:
                 if len(calls) > 1:
                     self._nccl.groupEnd()
+            done = self._event(disable_timing=True)
+            done.record(self._stream)
+            self._count += 1
+            group = _Issued(self._count, calls[0][0], time.monotonic(), done, buffers)
+            self._issued.append(group)
+            if issued is None:
+                compute.wait_event(done)
+            else:
+                issued.append(group)
+
+    def progress(self) -> tuple[int, tuple[int, str, float] | None]:
+        """The number of collective groups this rank has issued, and the oldest that has not
+        completed on the GPU as (its number, its first collective's name, when it was issued
+        by ``time.monotonic()``), or None (what the watchdog asks, from its own thread)."""
+        count = self._count
+        try:
+            groups = list(self._issued)
+        except RuntimeError:  # the main thread changed it meanwhile: look again next time
+            return count, None
+        with self._runtime.cuda_device:
+            for group in groups:
+                if not group.done.done:
+                    return count, (group.number, group.name, group.since)
+        return count, None
 
     def _nccl_type(self, dtype: DType) -> int:
         name = NCCL_TYPES[dtype.name]
