@@ -199,3 +199,23 @@ def test_layers_without_bias_move_too():
     x = inputs(2, 3, 6, 6)
     np.testing.assert_allclose(moved(x.to_device(ad)).to_numpy(), Quantizer().quantize(model)(x)
                                .to_numpy(), rtol=1e-6)
+
+
+def test_module_save_and_load_keep_the_quantized_parts(tmp_path):
+    """A quantized model's own ``save``/``load`` (no scheme metadata: the module has the
+    layers) hold the integers, scales, zero points and calibrated input parameters; they were
+    once left out, and the loaded model kept its placeholder weights."""
+    x = inputs(3, 3, 6, 6)
+    quantizer = Quantizer(QuantScheme("int8", PerChannel(), "affine"),
+                          QuantScheme("uint8", mode="affine"))
+    quantized = quantizer.quantize(cnn(), calibration=[x])
+    path = quantized.save(tmp_path / "model.safetensors")
+    keys = set(bn.record.flatten(bn.record.load(path).tensors))
+    assert {"conv.weight.values", "conv.weight.scales", "conv.weight.zero_points",
+            "head.input_scales", "head.input_zero_points", "head.bias"} <= keys
+    other = quantizer.quantize(cnn(), calibration=[inputs(3, 3, 6, 6, seed=1)])
+    assert not np.array_equal(other(x).to_numpy(), quantized(x).to_numpy())
+    loaded = other.load(path)
+    np.testing.assert_array_equal(loaded(x).to_numpy(), quantized(x).to_numpy())
+    with pytest.raises(RecordError, match="conv.weight.values"):
+        cnn().load(path)  # a float model: the integers are unexpected

@@ -20,6 +20,7 @@ from burnish import Device, Tensor, record
 from burnish.dtype import DType
 from burnish.errors import ArgumentTypeError, RecordError
 from burnish.nn.param import Param, is_autodiff
+from burnish.quantization import QuantizedTensor
 from burnish.record.tree import join, normalize
 from burnish.shape import show
 from burnish.tensor.habits import missing_attribute
@@ -60,15 +61,24 @@ class Module:
     ``ArgumentTypeError`` naming every field that does not fit; ``Linear(4, 2)``, written as
     in PyTorch, is told to write ``LinearConfig(4, 2).init(device)``. Parameters are found
     from the instance's attributes, whatever their annotations: a ``Param``, a ``Module``, or
-    lists, tuples and dicts (str keys) of them to any depth; every other attribute is a
-    constant that is copied along and never recorded. A parameter's name is its path of
+    lists, tuples and dicts (str keys) of them to any depth. A parameter's name is its path of
     attribute names, list indices and dict keys joined by dots (``"layers.0.weight"``), the key
     it has in records.
+
+    Records also hold a module's *recorded constants*: each attribute holding a
+    ``QuantizedTensor`` (as its parts: ``<name>.values``, ``.scales`` and, when affine,
+    ``.zero_points``), and the tensor attributes a class names in ``recorded_constants`` (a
+    quantized layer's calibrated input scales). They are not trained; ``load_record`` fills
+    them, and ``map`` moves them to the device it puts the module's parameters on. Every other
+    attribute is a constant that is copied along and never recorded.
 
     Modules are values: ``map``, ``to_device``, ``valid``, ``no_grad``, ``load_record`` and the
     optimizers return new modules and leave this one alone. A module owns its parameters and
     keeps no gradients, so it can be sent to another thread. Calling a module calls ``forward``.
     """
+
+    #: Tensor attributes that records hold beside the parameters (see the class docstring).
+    recorded_constants: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
@@ -177,7 +187,8 @@ class Module:
     # -- records ------------------------------------------------------------------------------
 
     def into_record(self) -> dict[str, Any]:
-        """The parameters as a nested mapping of tensors, keyed like the attributes."""
+        """The parameters and recorded constants as a nested mapping of tensors, keyed like
+        the attributes."""
         tree = _record_of(self)
         return tree if isinstance(tree, dict) else {}
 
@@ -196,7 +207,9 @@ class Module:
         """
         tensors = source.tensors if isinstance(source, record.Record) else source
         given = record.flatten(normalize(tensors))
-        expected = dict(self.named_params())
+        expected: dict[str, Any] = dict(self.named_params())
+        constants = _constant_parts(self)
+        expected.update(constants)
         missing = [name for name in expected if name not in given]
         unexpected = [name for name in given if name not in expected]
         misshaped = [
@@ -212,13 +225,29 @@ class Module:
                               + "; ".join(problems))
 
         for name, param in expected.items():
-            check_cast(name, given[name].dtype, param.dtype, cast_ints)
+            if name in constants:
+                _check_constant(name, given[name].dtype, param.dtype)
+            else:
+                check_cast(name, given[name].dtype, param.dtype, cast_ints)
 
         def mapper(name: str, param: Param) -> Param:
             tensor = Tensor.from_data(given[name], device=param.device, dtype=param.dtype)
             return param.with_tensor(tensor)
 
-        return self.map(mapper)
+        module = self.map(mapper)
+        for owner, key, path in _constant_holders(module, ""):
+            item = owner.__dict__[key]
+            if isinstance(item, QuantizedTensor):
+                values, scales, points = (
+                    None if part is None else Tensor.from_data(
+                        given[join(path, name)], device=part.device, dtype=part.dtype)
+                    for name, part in zip(("values", "scales", "zero_points"), item.parts()))
+                owner.__dict__[key] = QuantizedTensor.from_parts(
+                    values, scales, points, item.scheme, list(item.shape))  # type: ignore
+            else:
+                owner.__dict__[key] = Tensor.from_data(given[path], device=item.device,
+                                                       dtype=item.dtype)
+        return module
 
     def save(self, path: str | os.PathLike[str], format: str | None = None,
              precision: record.Precision = "full") -> Path:
@@ -426,8 +455,77 @@ def _map_module(module: Module, path: str, mapper: ParamMapper) -> Any:
     copy = object.__new__(type(module))
     for key, item in vars(module).items():
         copy.__dict__[key] = _map_value(item, join(path, key), mapper)
+    _move_constants(copy, path, mapper)
     copy.map_constants(path, mapper)
     return copy
+
+
+def _is_constant(module: Module, key: str, item: Any) -> bool:
+    """Whether attribute ``key`` holding ``item`` is one of the module's recorded constants."""
+    return isinstance(item, QuantizedTensor) or (
+        key in type(module).recorded_constants and isinstance(item, Tensor))
+
+
+def _constant_holders(value: Any, path: str) -> Iterator[tuple[Module, str, str]]:
+    """(module, attribute, record path) of every recorded constant below ``value``."""
+    if isinstance(value, Module):
+        for key, item in vars(value).items():
+            if _is_constant(value, key, item):
+                yield value, key, join(path, key)
+            else:
+                yield from _constant_holders(item, join(path, key))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _constant_holders(item, join(path, str(i)))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                yield from _constant_holders(item, join(path, key))
+
+
+def _constant_parts(module: Module) -> dict[str, Tensor]:
+    """Each recorded constant's tensors by their record names (a quantized tensor's parts)."""
+    parts: dict[str, Tensor] = {}
+    for owner, key, path in _constant_holders(module, ""):
+        item = owner.__dict__[key]
+        if isinstance(item, QuantizedTensor):
+            for name, part in zip(("values", "scales", "zero_points"), item.parts()):
+                if part is not None:
+                    parts[join(path, name)] = part
+        else:
+            parts[path] = item
+    return parts
+
+
+def _check_constant(name: str, source: DType, target: DType) -> None:
+    """A recorded constant takes float values of any precision where it is float, and values
+    of its own dtype otherwise (a quantized tensor's integers)."""
+    if source is not target and not (source.is_float and target.is_float):
+        raise RecordError(f"{name!r} is {target} but the record holds {source} values")
+
+
+def _move_constants(copy: Module, path: str, mapper: ParamMapper) -> None:
+    """The recorded constants of ``copy`` (a module ``map`` just made) moved to the device
+    ``mapper`` put its parameters on: the first of its own parameters, else the device a
+    constant's float tensor passed through ``mapper`` as a frozen parameter lands on. A mapper
+    that knows only the module's parameters by name (``load_record``'s) leaves them."""
+    keys = [key for key, item in vars(copy).items() if _is_constant(copy, key, item)]
+    if not keys:
+        return
+    device = next((p.device for p in copy.params()), None)
+    if device is None:
+        first = copy.__dict__[keys[0]]
+        probe = first.scales if isinstance(first, QuantizedTensor) else first
+        if not probe.dtype.is_float:
+            return
+        try:
+            device = mapper(join(path, keys[0]), Param(probe, require_grad=False)).device
+        except KeyError:
+            return
+    for key in keys:
+        item = copy.__dict__[key]
+        if item.device != device:
+            copy.__dict__[key] = item.to_device(device)
 
 
 def _map_value(value: Any, path: str, mapper: ParamMapper) -> Any:
@@ -446,11 +544,18 @@ def _map_value(value: Any, path: str, mapper: ParamMapper) -> Any:
 
 
 def _record_of(value: Any) -> Any:
-    """The record of a value, or None when it holds no parameter."""
+    """The record of a value, or None when it holds no parameter or recorded constant."""
     if isinstance(value, Param):
         return value.val()
+    if isinstance(value, QuantizedTensor):
+        return {name: part for name, part in zip(("values", "scales", "zero_points"),
+                                                 value.parts()) if part is not None}
     if isinstance(value, Module):
-        value = vars(value)
+        module = value
+        tree = {key: item if _is_constant(module, key, item) and isinstance(item, Tensor)
+                else _record_of(item) for key, item in vars(module).items()}
+        tree = {key: item for key, item in tree.items() if item is not None}
+        return tree or None
     if isinstance(value, dict):
         tree = {key: _record_of(item) for key, item in value.items() if isinstance(key, str)}
         tree = {key: item for key, item in tree.items() if item is not None}

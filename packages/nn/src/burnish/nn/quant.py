@@ -45,12 +45,12 @@ class QuantizedLinear(Module):
     input_scales: Tensor | None = None
     input_zero_points: Tensor | None = None
 
+    #: Records hold the calibrated input parameters beside the weight's parts.
+    recorded_constants = ("input_scales", "input_zero_points")
+
     def forward(self, x: Tensor) -> Tensor:
         bias = None if self.bias is None else self.bias.val()
         return quantized_linear(_quantize_input(self, x), self.weight, bias)
-
-    def map_constants(self, path: str, mapper: Callable[[str, Param], Param]) -> None:
-        _move_constants(self, path, mapper)
 
     def __repr__(self) -> str:
         return _describe(self)
@@ -71,6 +71,9 @@ class QuantizedConv(Module):
     input_scales: Tensor | None = None
     input_zero_points: Tensor | None = None
 
+    #: Records hold the calibrated input parameters beside the weight's parts.
+    recorded_constants = ("input_scales", "input_zero_points")
+
     def forward(self, x: Tensor) -> Tensor:
         padding = self.padding
         if self.padding_mode != "zeros" and any(padding):
@@ -80,9 +83,6 @@ class QuantizedConv(Module):
         bias = None if self.bias is None else self.bias.val()
         return quantized_conv(_quantize_input(self, x), self.weight, bias, self.stride, padding,
                               self.dilation, self.groups)
-
-    def map_constants(self, path: str, mapper: Callable[[str, Param], Param]) -> None:
-        _move_constants(self, path, mapper)
 
     def __repr__(self) -> str:
         return _describe(self)
@@ -96,29 +96,6 @@ def _describe(layer: Quantized) -> str:
     bias = "" if layer.bias is None else ", bias"
     return (f"{type(layer).__name__}(weight {list(layer.weight.shape)}: {layer.weight.scheme}"
             f"{bias}; {inputs})")
-
-
-def _move_constants(layer: Quantized, path: str, mapper: Callable[[str, Param], Param]) -> None:
-    """The layer's quantized weight and input parameters moved to the device ``mapper`` put its
-    parameters on (``to_device``, ``valid``, ``fork``): the bias's, or, for a layer without
-    one, that of the weight's scales passed through ``mapper`` as a frozen parameter. A mapper
-    that only knows the module's own parameters by name (``load_record``'s) leaves them."""
-    if layer.bias is not None:
-        device = layer.bias.device
-    else:
-        try:
-            probe = mapper(join(path, "weight.scales"),
-                           Param(layer.weight.scales, require_grad=False))
-        except KeyError:
-            return
-        device = probe.val().device
-    if device == layer.weight.device:
-        return
-    layer.weight = layer.weight.to_device(device)
-    if layer.input_scales is not None:
-        layer.input_scales = layer.input_scales.to_device(device)
-    if layer.input_zero_points is not None:
-        layer.input_zero_points = layer.input_zero_points.to_device(device)
 
 
 def _quantize_input(layer: Quantized, x: Tensor) -> Tensor | QuantizedTensor:
@@ -330,28 +307,16 @@ def save(module: Module, path: str | os.PathLike[str], format: str | None = None
     (``<layer>.weight.values``, ``.weight.scales``, ``.weight.zero_points``,
     ``.input_scales``...) beside its float parameters, and each layer's schemes in the
     metadata (``"quantization"``). ``load`` reads it back."""
-    tree: dict[str, Any] = {}
     schemes: dict[str, Any] = {}
-    for name, param in module.named_params():
-        tree[name] = param.val()
     for layer_path, layer in _quantized_layers(module).items():
         weight = layer.weight
-        parts = {"values": weight.values, "scales": weight.scales,
-                 "zero_points": weight.zero_points}
-        for part, tensor in parts.items():
-            if tensor is not None:
-                tree[join(layer_path, f"weight.{part}")] = tensor
-        entry: dict[str, Any] = {"weight": weight.scheme.to_dict(),
-                                 "shape": list(weight.shape), "input": None}
-        if layer.input_scheme is not None:
-            entry["input"] = layer.input_scheme.to_dict()
-            tree[join(layer_path, "input_scales")] = layer.input_scales
-            if layer.input_zero_points is not None:
-                tree[join(layer_path, "input_zero_points")] = layer.input_zero_points
-        schemes[layer_path] = entry
+        schemes[layer_path] = {"weight": weight.scheme.to_dict(), "shape": list(weight.shape),
+                               "input": None if layer.input_scheme is None else
+                               layer.input_scheme.to_dict()}
     metadata = {"module": f"{type(module).__module__}.{type(module).__qualname__}",
                 "quantization": schemes}
-    return record.save(_dotted(tree), path, format, "full", metadata)
+    # The parts are the module's own record (quantized tensors are recorded constants).
+    return record.save(module.into_record(), path, format, "full", metadata)
 
 
 def load(module: M, path: str | os.PathLike[str], format: str | None = None) -> M:
@@ -365,13 +330,11 @@ def load(module: M, path: str | os.PathLike[str], format: str | None = None) -> 
     if not isinstance(schemes, Mapping):
         raise RecordError(f"{path}: no 'quantization' metadata; save it with "
                           "burnish.nn.quant.save")
-    used: set[str] = set()
 
     def part(layer_path: str, name: str, like: Tensor, dtype: Any) -> Tensor:
         key = join(layer_path, name)
         if key not in flat:
             raise RecordError(f"{path}: the record has no {key!r}")
-        used.add(key)
         return Tensor.from_data(flat[key].convert(dtype) if flat[key].dtype is not dtype
                                 else flat[key], device=like.device, dtype=dtype)
 
@@ -415,8 +378,9 @@ def load(module: M, path: str | os.PathLike[str], format: str | None = None) -> 
     if missing:
         raise RecordError(f"{path}: the record quantizes {', '.join(missing)}, which "
                           f"{type(module).__name__} does not have")
-    rest = {name: value for name, value in flat.items() if name not in used}
-    return quantized.load_record(_dotted(rest)) if quantized.named_params() else quantized
+    # The parts were read into the layers above, with their schemes' dtypes; the record's
+    # other tensors (float parameters) fill the rest.
+    return quantized.load_record(_dotted(flat))
 
 
 def _dotted(flat: Mapping[str, Any]) -> dict[str, Any]:
