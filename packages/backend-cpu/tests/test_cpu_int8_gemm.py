@@ -279,3 +279,53 @@ def test_views_of_quantized_operands_run_the_kernel_exactly(cpu, monkeypatch):
         QuantScheme("uint8", mode="affine")).transpose().narrow(0, 3, 9)
     np.testing.assert_array_equal((qx @ qw).to_numpy(), _integer_reference(qx, qw))
     assert calls == [1]
+
+
+CONV_SCHEMES = [
+    (QuantScheme("uint8", mode="affine"), QuantScheme("int8", PerChannel(0))),
+    (QuantScheme(), QuantScheme()),
+    (QuantScheme("int8", mode="affine"), QuantScheme("uint8", PerChannel(0), mode="affine")),
+    (QuantScheme("uint8"), QuantScheme("int8", PerChannel(0), mode="affine")),
+]
+
+
+@pytest.mark.parametrize("schemes", CONV_SCHEMES, ids=lambda s: f"{s[0]}-{s[1]}")
+@pytest.mark.parametrize("window", [
+    dict(stride=1, padding=1, dilation=1), dict(stride=2, padding=(0, 2), dilation=1),
+    dict(stride=(1, 2), padding=2, dilation=2)], ids=["same", "strided", "dilated"])
+def test_quantized_convolutions_run_the_kernel_on_the_patches(cpu, schemes, window,
+                                                               monkeypatch):
+    """Against the convolution of the dequantized operands (float64): the patches of the
+    integers padded with the input's zero point (a real zero), one integer product."""
+    from burnish.quantization import conv
+
+    calls = []
+    monkeypatch.setattr(quant_ops, "_product",
+                        lambda *args: (calls.append(1), _product(*args)))
+    device = cpu.default_device()
+    rng = np.random.default_rng(5)
+    x = Tensor.from_data(rng.standard_normal((2, 3, 9, 8), dtype=np.float32) + 0.5, device)
+    w = Tensor.from_data(rng.standard_normal((5, 3, 3, 3), dtype=np.float32), device)
+    bias = Tensor.from_data(rng.standard_normal(5, dtype=np.float32), device)
+    qx, qw = x.quantize(schemes[0]), w.quantize(schemes[1])
+    got = conv(qx, qw, bias, **window).to_numpy()
+    assert calls == [1]
+    reference = burnish.functional.conv(
+        Tensor.from_data(qx.dequantize().to_numpy().astype(np.float64)),
+        Tensor.from_data(qw.dequantize().to_numpy().astype(np.float64)),
+        Tensor.from_data(bias.to_numpy().astype(np.float64)), **window).to_numpy()
+    np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-5 * np.abs(reference).max())
+
+
+def test_grouped_and_per_block_convolutions_take_the_default(cpu, monkeypatch):
+    from burnish.quantization import conv
+
+    monkeypatch.setattr(quant_ops, "_product", lambda *args: pytest.fail("kernel used"))
+    device = cpu.default_device()
+    rng = np.random.default_rng(6)
+    x = Tensor.from_data(rng.standard_normal((1, 4, 6, 6), dtype=np.float32), device)
+    w = Tensor.from_data(rng.standard_normal((4, 2, 3, 3), dtype=np.float32), device)
+    qx, qw = x.quantize(), w.quantize(QuantScheme(granularity=PerChannel(0)))
+    expected = burnish.functional.conv(qx.dequantize(), qw.dequantize(), groups=2).to_numpy()
+    np.testing.assert_allclose(conv(qx, qw, groups=2).to_numpy(), expected, rtol=1e-5,
+                               atol=1e-5)

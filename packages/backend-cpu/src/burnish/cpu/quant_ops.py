@@ -1,8 +1,9 @@
 """Quantized tensors on the CPU: two 8-bit operands multiplied by ``burnish.cpu.int8_gemm``,
 float32 tensors quantized to 8 bits by ``burnish.cpu.int8_quantize``.
 
-``quantized_matmul`` of two quantized operands (hence ``quantized_linear`` too) runs the
-integer kernel where the scales factor out of the sums: ``lhs`` ``[..., M, K]`` int8 or uint8
+``quantized_matmul`` of two quantized operands (hence ``quantized_linear`` too, and 2-d
+``quantized_conv`` through the input's patches) runs the integer kernel where the scales
+factor out of the sums: ``lhs`` ``[..., M, K]`` int8 or uint8
 per tensor or per row (a channel axis of ``-2``), ``rhs`` ``[K, N]`` int8 or uint8 per tensor or
 per column (axis 1), symmetric or affine, ``K`` up to ``int8_gemm.MAX_INNER``. Everything else
 (a float operand, int4, per-block scales, a batched ``rhs``) is the protocol's default:
@@ -19,6 +20,7 @@ take the default.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -80,6 +82,50 @@ class CpuQuantOps(QuantOps):
         runtime.host(_product, inputs, (result,), gemm, weights, _params(lhs), _params(rhs))
         return out if dtype is float32 else self.cast(out, float32, dtype)
 
+    def quantized_conv(self, x: Any, weight: Any, bias: Any, stride: Any, padding: Any,
+                       dilation: Any, groups: int, dtype: DType) -> Any:
+        """A 2-d convolution of two 8-bit operands as one integer product: the input's
+        patches (its integers, padded with its zero point: a real zero) as the rows of
+        ``[batch * positions, channels * kh * kw]``, times the weights ``[channels * kh * kw,
+        out]``, scaled once per output element."""
+        if not _takes_conv(x, weight, groups):
+            return super().quantized_conv(x, weight, bias, stride, padding, dilation, groups,
+                                          dtype)
+        b: Any = self  # the backend (JitBackend) whose ops this mixin's class has
+        values: JitTensor = x.values
+        n, c, h, w = values.shape
+        out, _, kh, kw = weight.shape
+        (ph, pw), device = padding, values.device
+        storage = x.scheme.storage_dtype
+        if ph or pw:
+            shape = (n, c, h + 2 * ph, w + 2 * pw)
+            if x.zero_points is None:
+                frame = b.full(shape, x.scheme.symmetric_zero, storage, device)
+            else:
+                frame = b.add(b.zeros(shape, storage, device),
+                                 b.reshape(x.zero_points, (1, 1, 1, 1)))
+            inside = ((0, n, 1), (0, c, 1), (ph, ph + h, 1), (pw, pw + w, 1))
+            values = b.slice_assign(frame, inside, values)
+        columns = b.unfold(values, (kh, kw), stride, (0, 0), dilation, storage)
+        inner, blocks = columns.shape[1], columns.shape[2]
+        rows = plain(b.permute(columns, (0, 2, 1)))
+        rows = b.reshape(rows, (n * blocks, inner))
+        lhs = QuantizedPrimitive(rows, x.scales, x.zero_points, x.scheme, (n * blocks, inner))
+        per_channel = isinstance(weight.scheme.granularity, PerChannel)
+        matrix = b.permute(b.reshape(weight.values, (out, inner)), (1, 0))
+        scheme = dataclasses.replace(weight.scheme,
+                                     granularity=PerChannel(1) if per_channel else PerTensor())
+        rhs = QuantizedPrimitive(matrix, weight.scales, weight.zero_points, scheme,
+                                 (inner, out))
+        y = self.quantized_matmul(lhs, rhs, float32)  # [n * blocks, out]
+        oh = (h + 2 * ph - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+        ow = (w + 2 * pw - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+        y = plain(b.permute(b.reshape(y, (n, oh, ow, out)), (0, 3, 1, 2)))
+        if bias is not None:
+            bias = bias if dtype is float32 else b.cast(bias, dtype, float32)
+            y = b.add(y, b.reshape(bias, (1, out, 1, 1)))
+        return y if dtype is float32 else b.cast(y, float32, dtype)
+
     def quantize(self, x: Any, scales: Any, zero_points: Any, scheme: QuantScheme,
                  dtype: DType) -> QuantizedPrimitive:
         granularity = scheme.granularity
@@ -115,6 +161,26 @@ def _takes(lhs: Any, rhs: Any) -> bool:
     """Whether the int8 kernel computes ``lhs @ rhs``."""
     return (byte_operands(lhs, rhs, MAX_INNER) and isinstance(lhs.values, JitTensor)
             and hasattr(lhs.values.runtime, "int8_gemm"))
+
+
+def _takes_conv(x: Any, weight: Any, groups: int) -> bool:
+    """Whether ``quantized_conv`` runs on the int8 kernel: a 2-d convolution without groups of
+    an 8-bit input (one scale) by 8-bit weights (one scale, or one per output channel), the
+    patches' length within the kernel's inner bound."""
+    if groups != 1 or not isinstance(x, QuantizedPrimitive) or len(x.shape) != 4:
+        return False
+    if not isinstance(x.values, JitTensor) or not hasattr(x.values.runtime, "int8_gemm"):
+        return False
+    if x.scheme.value not in _BYTES or weight.scheme.value not in _BYTES:
+        return False
+    if not isinstance(x.scheme.granularity, PerTensor):
+        return False
+    granularity = weight.scheme.granularity
+    if not (isinstance(granularity, PerTensor) or isinstance(granularity, PerChannel)
+            and channel_axis(granularity, weight.shape) == 0):
+        return False
+    inner = weight.shape[1] * weight.shape[2] * weight.shape[3]
+    return 0 < inner <= MAX_INNER and all(d > 0 for d in x.shape) and weight.shape[0] > 0
 
 
 def _params(q: QuantizedPrimitive) -> tuple[bool, bool, int]:

@@ -289,23 +289,26 @@ def test_matmul_and_linear_match_dequantized_products(device, require_dtype, pai
     assert_close(qlinear(lhs, qw, bias), left @ right + b, float32)
 
 
-def test_conv_matches_dequantized_conv(device):
+@pytest.mark.parametrize("groups", [1, 2])
+def test_conv_matches_dequantized_conv(device, groups):
+    from burnish import functional as F
+
     x = sample((2, 4, 7, 7), float32, -2.0, 2.0, key="conv x")
-    w = sample((6, 2, 3, 3), float32, -1.0, 1.0, key="conv w")
+    w = sample((6, 4 // groups, 3, 3), float32, -1.0, 1.0, key=f"conv w {groups}")
     b = sample((6,), float32, key="conv b")
     qw = Tensor.from_data(w, device, float32).quantize(QuantScheme(granularity=PerChannel(0)))
-    for quantized_input in (False, True):
+    dense = Tensor.from_data(host(qw.dequantize()), device, float32)
+    bias = Tensor.from_data(b, device, float32)
+    # A float input, then 8-bit ones (affine uint8 and symmetric int8: integer kernels pad
+    # with the zero point).
+    for scheme in (None, QuantScheme("uint8", mode="affine"), QuantScheme("int8")):
         inp = Tensor.from_data(x, device, float32)
-        if quantized_input:
-            inp = inp.quantize(QuantScheme("uint8", mode="affine"))
-        from burnish import functional as F
-
-        dense = Tensor.from_data(host(qw.dequantize()), device, float32)
-        float_input = inp.dequantize() if quantized_input else inp
-        expected = host(F.conv2d(float_input, dense, Tensor.from_data(b, device, float32),
-                                 stride=2, padding=1, groups=2)).astype(np.float64)
-        got = qconv(inp, qw, Tensor.from_data(b, device, float32), stride=2, padding=1,
-                    groups=2)
+        if scheme is not None:
+            inp = inp.quantize(scheme)
+        float_input = inp.dequantize() if scheme is not None else inp
+        expected = host(F.conv2d(float_input, dense, bias, stride=2, padding=1,
+                                 groups=groups)).astype(np.float64)
+        got = qconv(inp, qw, bias, stride=2, padding=1, groups=groups)
         assert_close(got, expected, float32)
 
 
