@@ -3,6 +3,7 @@
     python bench/bench_cpu.py                          # every case, cpu backend, 2 threads
     python bench/bench_cpu.py --only chain --repeat 9
     python bench/bench_cpu.py --only onnx --models resnet18 lstm --backend ndarray
+    python bench/bench_cpu.py --only qdq --models resnet18 transformer
 
 Cases:
 
@@ -18,7 +19,11 @@ Cases:
   BERT's sizes). burnish runs the imported module eagerly and through ``burnish.capture``
   (recorded once, then replayed: no Python per op). Each median of ``--repeat`` runs after a
   warm-up, the implementations taking turns; burnish's outputs are checked against
-  onnxruntime's.
+  onnxruntime's;
+- **qdq**: the same resnet18 and transformer quantized by onnxruntime's ``quantize_static``
+  (QDQ format: int8 weights per output channel, uint8 activations, calibrated on four random
+  batches): burnish's captured QDQ model (its products on the integers) against its float
+  model and onnxruntime's QDQ session.
 
 Threads: ``--threads`` (default 2) for every side: OpenMP's (burnish's kernels), OpenBLAS's
 (NumPy), torch's and onnxruntime's intra-op pool. PyTorch and onnxruntime are references, not
@@ -210,10 +215,88 @@ def onnx_models(args: argparse.Namespace) -> list[str]:
     return rows
 
 
+class _Calibration:
+    """onnxruntime's calibration reader: a few random batches of the model's inputs."""
+
+    def __init__(self, feeds: list[dict]):
+        self._feeds = iter(feeds)
+
+    def get_next(self):
+        return next(self._feeds, None)
+
+
+def qdq_models(args: argparse.Namespace) -> list[str]:
+    """QDQ models (onnxruntime's ``quantize_static``: int8 weights per output channel, uint8
+    activations, calibrated on random inputs) run by burnish on the integers, against the same
+    float model in burnish and the QDQ model in onnxruntime."""
+    torch = _torch(args.threads)
+    try:
+        import onnxruntime as ort
+        from onnxruntime import quantization as ortq
+    except ImportError:
+        ort = None
+    if torch is None or ort is None:
+        return ["(the qdq case needs torch and onnxruntime: pip install torch onnx onnxruntime)"]
+    from burnish.onnx import import_model
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.inter_op_num_threads = 1
+    rows = [f"| model | burnish {args.backend} float ms | burnish QDQ ms | onnxruntime QDQ ms "
+            "| QDQ / float | x onnxruntime's QDQ | max abs diff vs onnxruntime's QDQ |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    folder = Path(tempfile.mkdtemp(prefix="bench_cpu_qdq_"))
+    for name in args.models:
+        if name == "lstm":
+            continue  # quantize_static leaves recurrent layers in float
+        torch.manual_seed(0)
+        module, inputs = MODELS[name](torch)
+        module.eval()
+        plain, qdq = folder / f"{name}.onnx", folder / f"{name}.qdq.onnx"
+        torch.backends.mha.set_fastpath_enabled(False)
+        with torch.no_grad():
+            torch.onnx.export(module, inputs, str(plain), opset_version=17, dynamo=False)
+        names = [i.name for i in ort.InferenceSession(str(plain)).get_inputs()]
+        calibration = [{n: (torch.randint(0, 1000, x.shape) if x.dtype == torch.int64
+                            else torch.randn(x.shape)).numpy() for n, x in zip(names, inputs)}
+                       for _ in range(4)]
+        ortq.quantize_static(str(plain), str(qdq), _Calibration(calibration),
+                             quant_format=ortq.QuantFormat.QDQ, per_channel=True,
+                             activation_type=ortq.QuantType.QUInt8,
+                             weight_type=ortq.QuantType.QInt8)
+        session = ort.InferenceSession(str(qdq), options, providers=["CPUExecutionProvider"])
+        feeds = {n: x.numpy() for n, x in zip(names, inputs)}
+        tensors = [Tensor.from_data(x.numpy(), device=args.backend) for x in inputs]
+        runs = {}
+        for label, path in (("float", plain), ("qdq", qdq)):
+            model = import_model(str(path), device=args.backend)
+
+            @bn.capture
+            def infer(model, *xs):
+                return model(*xs)
+
+            def run(model=model, infer=infer, tensors=tensors):
+                return infer(model, *tensors).to_numpy()
+
+            for _ in range(3):  # a call that warms up, then the recording
+                run()
+            runs[label] = run
+
+        def run_ort(session=session, feeds=feeds):
+            return session.run(None, feeds)[0]
+
+        times = _turns({**runs, "ort": run_ort}, args.repeat, pause=0.02)
+        diff = float(np.abs(runs["qdq"]() - run_ort()).max())
+        rows.append(f"| {name} | {times['float'] * 1e3:.1f} | {times['qdq'] * 1e3:.1f} | "
+                    f"{times['ort'] * 1e3:.1f} | {times['qdq'] / times['float']:.2f} | "
+                    f"{times['qdq'] / times['ort']:.2f}x | {diff:.1e} |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="+", choices=["chain", "onnx"],
-                        default=["chain", "onnx"])
+    parser.add_argument("--only", nargs="+", choices=["chain", "onnx", "qdq"],
+                        default=["chain", "onnx", "qdq"])
     parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=list(MODELS))
     parser.add_argument("--backend", default="cpu",
                         help="the burnish backend of the onnx case (default cpu)")
@@ -238,6 +321,9 @@ def main() -> None:
     if "onnx" in args.only:
         print(f"\nONNX inference, batch as listed, {args.threads} threads each\n")
         print("\n".join(onnx_models(args)))
+    if "qdq" in args.only:
+        print(f"\nQDQ (int8) ONNX inference, captured, {args.threads} threads each\n")
+        print("\n".join(qdq_models(args)))
 
 
 if __name__ == "__main__":

@@ -123,6 +123,8 @@ def convert(source: str | os.PathLike[str] | bytes | onnx.ModelProto,
     model = prepare(read_model(source))
     graph = build_graph(model, str(label))
     check_types(graph)
+    simplify.fuse_qdq(graph)
+    simplify.remove_dead(graph)
     graph.nodes = simplify.fold(graph.nodes)
     simplify.remove_dead(graph)
     simplify.fuse(graph)

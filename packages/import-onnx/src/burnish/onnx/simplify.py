@@ -69,6 +69,11 @@ def _fold_node(node: Node) -> bool:
     if node.op_type in ("Identity",) and len(inputs) == 1:
         _set_const(node.outputs[0], inputs[0].const)
         return True
+    if node.op_type == "DequantizeLinear":
+        result = _dequantize(node)
+        if result is not None:
+            _set_const(node.outputs[0], result)
+            return True
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
@@ -84,6 +89,29 @@ def _fold_node(node: Node) -> bool:
     for value, result in zip([v for v in node.outputs if v is not None], results):
         _set_const(value, result)
     return True
+
+
+def _dequantize(node: Node) -> np.ndarray | None:
+    """A DequantizeLinear of integer constants (a QDQ model's weights and int32 biases),
+    ``(x - zero_point) * scale`` in float32, then the scale's dtype, as ONNX defines it at
+    every opset (onnx's reference evaluator lacks the versions before 19); None for blocks and
+    float8 inputs, which the evaluator computes."""
+    x, scale, point = node.const(0), node.const(1), node.const(2)
+    if x is None or scale is None or x.dtype.kind not in "iu" or node.attr("block_size", 0):
+        return None
+    axis = node.attr("axis", 1)
+
+    def along(value: np.ndarray) -> np.ndarray:
+        if value.size == 1:
+            return value.reshape(())
+        shape = [1] * x.ndim
+        shape[axis] = value.size
+        return value.reshape(shape)
+
+    y = x.astype(np.float32)
+    if point is not None:
+        y = y - along(point).astype(np.float32)
+    return (y * along(scale).astype(np.float32)).astype(scale.dtype)
 
 
 def _evaluate(node: Node, inputs: list[Value]) -> list:
@@ -268,3 +296,105 @@ def _fuse_gelu(erf: Node, graph: Graph, users, removed: set[int],
         removed.add(id(n))
     removed.discard(id(last))
     replaced[id(last)] = fused
+
+
+#: The 8-bit types whose DequantizeLinear products run on the integers (``fuse_qdq``).
+QDQ_TYPES = ("int8", "uint8")
+
+
+def fuse_qdq(graph: Graph) -> None:
+    """QDQ models (ONNX's quantized form: each product's inputs come through
+    DequantizeLinear) run their products on the integers: ``MatMul``, ``Gemm`` and ``Conv``
+    of two DequantizeLinear outputs become ``burnish.QdqMatMul`` / ``burnish.QdqConv``, which
+    take the 8-bit values, scales and zero points, where the pattern allows: the activation
+    8-bit with one scale, the weight a constant 8-bit tensor with one scale or one per output
+    channel, float32 scales, no blocks. Runs before constant folding, which would otherwise
+    turn the weight's DequantizeLinear into a float constant; the rest is left as it was."""
+    users = _consumers(graph)
+    producers = {v.name: n for n in graph.nodes for v in n.outputs if v is not None}
+    replaced: dict[int, Node] = {}
+    removed: set[int] = set()
+    for node in graph.nodes:
+        if node.domain != "" or node.op_type not in ("MatMul", "Gemm", "Conv"):
+            continue
+        x = _dequantized(node.input(0), producers)
+        w = _dequantized(node.input(1), producers, constant=True)
+        if x is None or w is None or x.attr("block_size", 0) or w.attr("block_size", 0):
+            continue
+        weight = w.input(0).const  # type: ignore[union-attr]
+        if node.op_type == "Conv":
+            fused = _qdq_conv(node, x, w, weight)
+        else:
+            fused = _qdq_product(node, x, w, weight, users, removed)
+        if fused is not None:
+            replaced[id(node)] = fused
+    graph.nodes = [replaced.get(id(n), n) for n in graph.nodes if id(n) not in removed]
+
+
+def _dequantized(value: Value | None, producers: dict[str, Node],
+                 constant: bool = False) -> Node | None:
+    """The DequantizeLinear making ``value`` when its input is 8-bit (a constant, with
+    ``constant``) and its scale and zero point are float32 and 8-bit constants."""
+    node = None if value is None else producers.get(value.name)
+    if node is None or node.op_type != "DequantizeLinear" or node.domain != "":
+        return None
+    q, scale, point = node.input(0), node.input(1), node.input(2)
+    if q is None or q.dtype not in QDQ_TYPES or (constant and q.const is None) \
+            or scale is None or scale.const is None or scale.const.dtype != np.float32:
+        return None
+    if point is not None and (point.const is None or point.dtype != q.dtype
+                              or point.const.shape != scale.const.shape):
+        return None
+    if scale.const.size != 1 and scale.const.ndim != 1:
+        return None
+    return node
+
+
+def _per_channel_axis(w: Node, weight: np.ndarray, axis: int) -> bool:
+    """Whether the weight's scale is one value, or one per index of ``axis``."""
+    scale = w.input(1).const  # type: ignore[union-attr]
+    if scale.size == 1:
+        return True
+    given = w.attr("axis", 1)
+    given = given + weight.ndim if given < 0 else given
+    return given == axis and scale.shape == (weight.shape[axis],)
+
+
+def _qdq_product(node: Node, x: Node, w: Node, weight: np.ndarray, users,
+                 removed: set[int]) -> Node | None:
+    if weight.ndim != 2 or x.input(1).const.size != 1:  # type: ignore[union-attr]
+        return None
+    bias: Value | None = None
+    last = node
+    if node.op_type == "Gemm":
+        if node.attr("transA", 0) or node.attr("alpha", 1.0) != 1.0 \
+                or node.attr("beta", 1.0) != 1.0:
+            return None
+        axis = 0 if node.attr("transB", 0) else 1
+        bias = node.input(2)
+        if bias is not None and bias.rank not in (None, 1):
+            return None  # a matrix C: broadcast rules beyond a bias row
+    else:
+        axis = 1
+        add = _only_user(users, node.outputs[0], "Add")
+        if add is not None:
+            other = add.input(1) if add.input(0) is node.outputs[0] else add.input(0)
+            if other is not None and other.rank == 1 and other.dtype == "float32":
+                bias, last = other, add
+                removed.add(id(add))
+    if not _per_channel_axis(w, weight, axis):
+        return None
+    inputs = [x.input(0), x.input(1), x.input(2), w.input(0), w.input(1), w.input(2), bias]
+    attrs = {"w_axis": axis, "trans_b": int(node.op_type == "Gemm" and axis == 0)}
+    return Node(node.name, "QdqMatMul", FUSED, inputs, [last.outputs[0]], attrs, 1, node.proto)
+
+
+def _qdq_conv(node: Node, x: Node, w: Node, weight: np.ndarray) -> Node | None:
+    if not 3 <= weight.ndim <= 5 or x.input(1).const.size != 1:  # type: ignore[union-attr]
+        return None
+    if not _per_channel_axis(w, weight, 0):
+        return None
+    inputs = [x.input(0), x.input(1), x.input(2), w.input(0), w.input(1), w.input(2),
+              node.input(2)]
+    return Node(node.name, "QdqConv", FUSED, inputs, list(node.outputs), dict(node.attrs), 1,
+                node.proto)

@@ -1,12 +1,17 @@
 """ONNX's linear quantization on burnish tensors: QuantizeLinear and DequantizeLinear (per
-tensor, per axis and blocked), and the integer and QLinear forms of MatMul and Conv."""
+tensor, per axis and blocked), the integer and QLinear forms of MatMul and Conv, and the
+products of DequantizeLinear outputs (QDQ models) run on their integers."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import burnish as bn
-from burnish import Tensor
+from burnish import Tensor, quantization
 from burnish.onnx.ops.core import DTYPES, cast
-from burnish.onnx.ops.nn import conv, matmul
+from burnish.onnx.ops.nn import _pad_spatial, _pads, conv, matmul
+from burnish.quantization import PerChannel, PerTensor, QuantizedTensor, QuantScheme
+from burnish.quantization.scheme import scales_shape
 
 #: The range of each integer type a quantized value saturates into.
 RANGES = {name: (int(bn.dtype.iinfo(name).min), int(bn.dtype.iinfo(name).max))
@@ -118,3 +123,71 @@ def qlinear_conv(x: Tensor, x_scale: Tensor, x_zero_point: Tensor | None, w: Ten
         y = y + y_zero_point.cast(bn.float32)
     target = (y_zero_point if y_zero_point is not None else x).dtype.name
     return _saturate(y.round(), target)
+
+
+# -- QDQ products run on their integers -------------------------------------------------------
+
+
+def quantized(values: Tensor, scale: Tensor, zero_point: Tensor | None = None
+              ) -> QuantizedTensor:
+    """An activation's DequantizeLinear operands as a burnish ``QuantizedTensor``: 8-bit
+    ``values``, one float ``scale``, and the zero point (None: int8 about zero, symmetric;
+    uint8 without one: zero). Nothing is computed: the integers are the stored values."""
+    value = values.dtype.name
+    affine = zero_point is not None or value != "int8"  # uint8's symmetric zero is 128
+    scheme = QuantScheme(value, PerTensor(), "affine" if affine else "symmetric")
+    scales = scale.cast(bn.float32).reshape([])
+    points = None
+    if affine:
+        points = (zero_point.cast(scheme.zero_point_dtype).reshape([])
+                  if zero_point is not None else
+                  Tensor.zeros([], values.device, scheme.zero_point_dtype))
+    return QuantizedTensor.from_parts(values, scales, points, scheme, list(values.shape))
+
+
+def quantized_weight(shape: list[int], value: str, axis: int | None, affine: bool,
+                     device: Any) -> QuantizedTensor:
+    """A placeholder 8-bit weight (zeros; scales one) of ``shape``, one scale for the whole
+    tensor (``axis`` None) or one per index of ``axis``, symmetric or ``affine``: the model's
+    field that loading its record fills."""
+    granularity = PerTensor() if axis is None else PerChannel(axis)
+    scheme = QuantScheme(value, granularity, "affine" if affine else "symmetric")
+    scales_at = list(scales_shape(scheme, tuple(shape)))
+    return QuantizedTensor.from_parts(
+        Tensor.zeros(list(shape), device, scheme.storage_dtype),
+        Tensor.ones(scales_at, device, bn.float32),
+        Tensor.zeros(scales_at, device, scheme.zero_point_dtype) if affine else None,
+        scheme, shape)
+
+
+def _with_bias(y: Tensor, bias: Tensor | None) -> Tensor:
+    return y if bias is None else y + bias.cast(y.dtype)
+
+
+def qdq_matmul(x: Tensor, x_scale: Tensor, x_zero_point: Tensor | None, w: QuantizedTensor,
+               bias: Tensor | None = None) -> Tensor:
+    """``DequantizeLinear(x) @ DequantizeLinear(w) (+ bias)`` run as burnish's quantized
+    product of the integers (exact int32 sums on backends with integer kernels, scaled once):
+    ``x`` 8-bit with one scale, ``w`` a quantized ``[K, N]`` matrix."""
+    return _with_bias(quantization.matmul(quantized(x, x_scale, x_zero_point), w), bias)
+
+
+def qdq_conv(x: Tensor, x_scale: Tensor, x_zero_point: Tensor | None, w: QuantizedTensor,
+             bias: Tensor | None = None, strides=None, pads=None, dilations=None,
+             group: int = 1, auto_pad: str = "NOTSET", pad_value: int = 0,
+             kernel_shape=None) -> Tensor:
+    """ONNX Conv of ``DequantizeLinear(x)`` and ``DequantizeLinear(w)`` run as burnish's
+    quantized convolution of the integers: ``x`` 8-bit with one scale, ``w`` quantized.
+    Asymmetric padding pads the integers with ``pad_value`` (the zero point: a real zero)."""
+    spatial = x.ndim - 2
+    kernel = list(w.shape[2:])
+    strides = list(strides or [1] * spatial)
+    dilations = list(dilations or [1] * spatial)
+    p = _pads(x, kernel, strides, dilations, pads, auto_pad)
+    begins, ends = p[:spatial], p[spatial:]
+    if begins != ends:
+        x = _pad_spatial(x, begins, ends, pad_value)
+        begins = [0] * spatial
+    y = quantization.conv(quantized(x, x_scale, x_zero_point), w, None, strides, begins,
+                          dilations, group)
+    return _with_bias(y, None if bias is None else bias.reshape([1, -1] + [1] * spatial))
