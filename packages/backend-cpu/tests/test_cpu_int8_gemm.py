@@ -300,8 +300,8 @@ def test_quantized_convolutions_run_the_kernel_on_the_patches(cpu, schemes, wind
     from burnish.quantization import conv
 
     calls = []
-    monkeypatch.setattr(quant_ops, "_product",
-                        lambda *args: (calls.append(1), _product(*args)))
+    monkeypatch.setattr(quant_ops, "_conv_products",
+                        lambda *args: (calls.append(1), _conv_products(*args)))
     device = cpu.default_device()
     rng = np.random.default_rng(5)
     x = Tensor.from_data(rng.standard_normal((2, 3, 9, 8), dtype=np.float32) + 0.5, device)
@@ -317,10 +317,13 @@ def test_quantized_convolutions_run_the_kernel_on_the_patches(cpu, schemes, wind
     np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-5 * np.abs(reference).max())
 
 
-def test_grouped_and_per_block_convolutions_take_the_default(cpu, monkeypatch):
+_conv_products = quant_ops._conv_products
+
+
+def test_grouped_convolutions_take_the_default(cpu, monkeypatch):
     from burnish.quantization import conv
 
-    monkeypatch.setattr(quant_ops, "_product", lambda *args: pytest.fail("kernel used"))
+    monkeypatch.setattr(quant_ops, "_conv_products", lambda *args: pytest.fail("kernel used"))
     device = cpu.default_device()
     rng = np.random.default_rng(6)
     x = Tensor.from_data(rng.standard_normal((1, 4, 6, 6), dtype=np.float32), device)

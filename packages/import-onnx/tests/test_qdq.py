@@ -142,3 +142,27 @@ def test_other_patterns_keep_the_float_path():
     x = RNG.normal(size=(3, 5, 8)).astype(np.float32)
     source = check(model, x)
     assert source.count("ops.qdq_matmul(") == 1
+
+
+def test_on_cpu_the_integer_kernels_run_eagerly_and_captured():
+    """The cpu backend's int8 product and convolution (its own patch rows, padded with the
+    zero point) against onnx's reference, then replayed by burnish.capture."""
+    pytest.importorskip("burnish.cpu", reason="needs burnish-backend-cpu")
+    try:
+        device = bn.backend("cpu").default_device()
+    except bn.errors.UnsupportedError as error:
+        pytest.skip(f"the cpu backend cannot run here ({error})")
+    for model, shape in ((cnn([0, 0, 1, 1]), (2, 3, 7, 7)), (mlp(), (3, 5, 8))):
+        x = RNG.normal(size=shape).astype(np.float32)
+        check(model, x, "cpu")
+        module = convert(model).build("cpu")
+
+        @bn.capture
+        def infer(m, t):
+            return m(t)
+
+        eager = module(Tensor.from_data(x, device)).to_numpy()
+        for _ in range(4):
+            np.testing.assert_array_equal(infer(module, Tensor.from_data(x, device)).to_numpy(),
+                                          eager)
+        assert infer.stats()[0]["replays"] >= 1

@@ -43,13 +43,12 @@ static inline int burnish_coord(int64_t o, int64_t t, int64_t in, int64_t s, int
     return *at < in;
 }
 
-#define CONV(NAME, T, I)                                                                      \
-typedef void (*NAME##_gemm)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
-                                                                                             \
-/* Patch rows of channels [0, channels) of one sample and group, for output lines [l0, l1)    \
-   (a line: the positions along the last dim): cols is [channels * taps, (l1 - l0) * out2]. */ \
+/* Patch rows of channels [0, channels) of one sample and group, for output lines [l0, l1)
+   (a line: the positions along the last dim): cols is [channels * taps, (l1 - l0) * out2],
+   pad where a tap falls outside the input. */
+#define ROWS(NAME, T)                                                                         \
 static void NAME##_rows(const T *x, int64_t xsc, const int64_t *g, int transposed,           \
-                        int64_t channels, int64_t l0, int64_t l1, T *cols) {                 \
+                        int64_t channels, int64_t l0, int64_t l1, T pad, T *cols) {          \
     const int64_t *in = g, *out = g + 3, *k = g + 6, *s = g + 9, *p = g + 12, *d = g + 15;    \
     const int64_t *xs = g + 18;                                                              \
     int64_t width = (l1 - l0) * out[2], taps = k[0] * k[1] * k[2];                           \
@@ -76,28 +75,47 @@ static void NAME##_rows(const T *x, int64_t xsc, const int64_t *g, int transpose
             int valid = burnish_coord(o0, t0, in[0], s[0], p[0], d[0], transposed, &i0)      \
                 && burnish_coord(o1, t1, in[1], s[1], p[1], d[1], transposed, &i1);          \
             if (!valid) {                                                                    \
-                memset(dst, 0, sizeof(T) * out[2]);                                          \
+                for (int64_t o = 0; o < out[2]; o++) dst[o] = pad;                           \
                 continue;                                                                    \
             }                                                                                \
             const T *src = xc + i0 * xs[0] + i1 * xs[1];                                     \
             if (line) {                                                                      \
-                for (int64_t o = 0; o < lo; o++) dst[o] = 0;                                 \
+                for (int64_t o = 0; o < lo; o++) dst[o] = pad;                               \
                 if (a == 1 && xs[2] == 1) {                                                  \
                     memcpy(dst + lo, src + lo + b, sizeof(T) * (hi - lo));                   \
                 } else {                                                                     \
                     for (int64_t o = lo; o < hi; o++) dst[o] = src[(o * a + b) * xs[2]];     \
                 }                                                                            \
-                for (int64_t o = hi; o < out[2]; o++) dst[o] = 0;                            \
+                for (int64_t o = hi; o < out[2]; o++) dst[o] = pad;                          \
             } else {                                                                         \
                 for (int64_t o = 0; o < out[2]; o++) {                                       \
                     int64_t i2 = 0;                                                          \
                     int v = burnish_coord(o, t2, in[2], s[2], p[2], d[2], 1, &i2);           \
-                    dst[o] = v ? src[i2 * xs[2]] : (T)0;                                     \
+                    dst[o] = v ? src[i2 * xs[2]] : pad;                                      \
                 }                                                                            \
             }                                                                                \
         }                                                                                    \
     }                                                                                        \
-}                                                                                            \
+}
+
+ROWS(burnish_f32, float)
+ROWS(burnish_f64, double)
+ROWS(burnish_u8, uint8_t)
+
+/* The patch matrices [batch, channels * taps, positions] of 8-bit x (any strides), pad where a
+   tap falls in the padding (a quantized input's zero point): one task per (sample, channel). */
+void burnish_patches_u8(const int64_t *g, const uint8_t *x, int64_t xsb, int64_t xsc,
+                        int64_t batch, int64_t channels, uint8_t pad, uint8_t *cols) {
+    int64_t positions = g[3] * g[4] * g[5], taps = g[6] * g[7] * g[8], lines = g[3] * g[4];
+    int64_t planes = batch * channels;
+    _Pragma("omp parallel for schedule(static) if (planes * taps * positions >= 65536)")
+    for (int64_t plane = 0; plane < planes; plane++)
+        burnish_u8_rows(x + (plane / channels) * xsb + (plane % channels) * xsc, xsc, g, 0, 1,
+                        0, lines, pad, cols + plane * taps * positions);
+}
+
+#define CONV(NAME, ROWS_OF, T, I)                                                             \
+typedef void (*NAME##_gemm)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
                                                                                              \
 /* out[n, g] = w[g] x patches(x[n, g]) (+ bias), out contiguous [batch, groups * m, P]: one   \
    task per sample, group and block of lines (a block's patch rows fit in BLOCK elements). */ \
@@ -120,8 +138,8 @@ int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64
             int64_t l0 = block * lines_per_block;                                            \
             int64_t l1 = l0 + lines_per_block < lines ? l0 + lines_per_block : lines;       \
             int64_t width = (l1 - l0) * g[5];                                                \
-            NAME##_rows(x + n * xsb + gi * channels * xsc, xsc, g, transposed, channels, l0, \
-                        l1, cols);                                                           \
+            ROWS_OF##_rows(x + n * xsb + gi * channels * xsc, xsc, g, transposed, channels,  \
+                           l0, l1, (T)0, cols);                                              \
             T *o = out + plane * m * positions + l0 * g[5];                                  \
             gemm(101, 111, 111, (I)m, (I)width, (I)inner, (T)1, w + gi * m * inner,          \
                  (I)inner, cols, (I)width, (T)0, o, (I)positions);                           \
@@ -159,8 +177,8 @@ int NAME##_weight_grad(void *fn, const int64_t *g, const T *x, int64_t xsb, int6
             int64_t l0 = block * lines_per_block;                                            \
             int64_t l1 = l0 + lines_per_block < lines ? l0 + lines_per_block : lines;       \
             int64_t width = (l1 - l0) * g[5];                                                \
-            NAME##_rows(x + n * xsb + gi * channels * xsc, xsc, g, 0, channels, l0, l1,      \
-                        cols);                                                               \
+            ROWS_OF##_rows(x + n * xsb + gi * channels * xsc, xsc, g, 0, channels, l0, l1,   \
+                           (T)0, cols);                                                      \
             gemm(101, 111, 112, (I)m, (I)inner, (I)width, (T)1,                              \
                  grad + plane * m * positions + l0 * g[5], (I)positions, cols, (I)width,     \
                  (T)1, sum + gi * m * inner, (I)inner);                                      \
@@ -224,10 +242,10 @@ void NAME(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch,
 MAX_POOL(burnish_max_pool_f32, float)
 MAX_POOL(burnish_max_pool_f64, double)
 
-CONV(burnish_conv_f32_i64, float, int64_t)
-CONV(burnish_conv_f64_i64, double, int64_t)
-CONV(burnish_conv_f32_i32, float, int32_t)
-CONV(burnish_conv_f64_i32, double, int32_t)
+CONV(burnish_conv_f32_i64, burnish_f32, float, int64_t)
+CONV(burnish_conv_f64_i64, burnish_f64, double, int64_t)
+CONV(burnish_conv_f32_i32, burnish_f32, float, int32_t)
+CONV(burnish_conv_f64_i32, burnish_f64, double, int32_t)
 """
 
 #: Patch-matrix elements per block (per thread): 2^18 float32 is 1 MiB, about a core's L2.
@@ -267,6 +285,9 @@ class NativeConv:
         if not compiler.openmp:
             return
         library = compiler.build(SOURCE)
+        self.patches = library.burnish_patches_u8
+        self.patches.argtypes = [_P, _P, _I64, _I64, _I64, _I64, ctypes.c_uint8, _P]
+        self.patches.restype = None
         for dtype in ("float32", "float64"):
             pool = getattr(library, f"burnish_max_pool_{'f32' if dtype == 'float32' else 'f64'}")
             pool.argtypes = [_P, _P, _I64, _I64, _I64, _I64, _P, _P]
@@ -314,6 +335,13 @@ class NativeConv:
                         _lines_per_block(out.shape[2], words))
         if failed:
             raise MemoryError("cpu backend: no memory for a convolution's patch matrix")
+
+    def patch_matrices(self, x: np.ndarray, out: np.ndarray, words: np.ndarray,
+                       pad: int) -> None:
+        """``out`` ``[batch, channels * taps, positions]`` (contiguous): the patches of the
+        8-bit ``x`` (any strides), ``pad`` (a byte) where a tap falls in the padding."""
+        self.patches(words.ctypes.data, x.ctypes.data, x.strides[0], x.strides[1], x.shape[0],
+                     x.shape[1], pad & 0xFF, out.ctypes.data)
 
     def max_pool(self, x: np.ndarray, out: np.ndarray, index: np.ndarray | None,
                  words: np.ndarray) -> None:

@@ -1,10 +1,10 @@
 """Quantized tensors on the CPU: two 8-bit operands multiplied by ``burnish.cpu.int8_gemm``,
 float32 tensors quantized to 8 bits by ``burnish.cpu.int8_quantize``.
 
-``quantized_matmul`` of two quantized operands (hence ``quantized_linear`` too, and 2-d
-``quantized_conv`` through the input's patches) runs the integer kernel where the scales
-factor out of the sums: ``lhs`` ``[..., M, K]`` int8 or uint8
-per tensor or per row (a channel axis of ``-2``), ``rhs`` ``[K, N]`` int8 or uint8 per tensor or
+``quantized_matmul`` of two quantized operands (hence ``quantized_linear`` too; 2-d
+``quantized_conv`` too, as the weights times each sample's patch matrix) runs the integer
+kernel where the scales factor out of the sums: ``lhs`` ``[..., M, K]`` int8 or uint8 per
+tensor or per row (a channel axis of ``-2``), ``rhs`` ``[K, N]`` int8 or uint8 per tensor or
 per column (axis 1), symmetric or affine, ``K`` up to ``int8_gemm.MAX_INNER``. Everything else
 (a float operand, int4, per-block scales, a batched ``rhs``) is the protocol's default:
 dequantize, then the float op.
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from burnish.backend.quant_ops import QuantizedPrimitive, QuantOps, byte_operands
+from burnish.cpu.conv import geometry
 from burnish.cpu.int8_gemm import MAX_INNER, Int8Gemm
 from burnish.dtype import DType, float32
 from burnish.jit.kernels.elementwise import plain
@@ -84,46 +85,50 @@ class CpuQuantOps(QuantOps):
 
     def quantized_conv(self, x: Any, weight: Any, bias: Any, stride: Any, padding: Any,
                        dilation: Any, groups: int, dtype: DType) -> Any:
-        """A 2-d convolution of two 8-bit operands as one integer product: the input's
-        patches (its integers, padded with its zero point: a real zero) as the rows of
-        ``[batch * positions, channels * kh * kw]``, times the weights ``[channels * kh * kw,
-        out]``, scaled once per output element."""
+        """A 2-d convolution of two 8-bit operands on the int8 kernel, sample by sample: the
+        patch rows of the input (``burnish.cpu.conv``'s, padded with the input's zero point, a
+        real zero; read transposed) times the weights ``[channels * kh * kw, out]`` (packed
+        once), scaled once per element, each sample's result written channels first."""
         if not _takes_conv(x, weight, groups):
             return super().quantized_conv(x, weight, bias, stride, padding, dilation, groups,
                                           dtype)
         b: Any = self  # the backend (JitBackend) whose ops this mixin's class has
         values: JitTensor = x.values
+        runtime = cast("CpuRuntime", values.runtime)
         n, c, h, w = values.shape
         out, _, kh, kw = weight.shape
-        (ph, pw), device = padding, values.device
-        storage = x.scheme.storage_dtype
-        if ph or pw:
-            shape = (n, c, h + 2 * ph, w + 2 * pw)
-            if x.zero_points is None:
-                frame = b.full(shape, x.scheme.symmetric_zero, storage, device)
-            else:
-                frame = b.add(b.zeros(shape, storage, device),
-                                 b.reshape(x.zero_points, (1, 1, 1, 1)))
-            inside = ((0, n, 1), (0, c, 1), (ph, ph + h, 1), (pw, pw + w, 1))
-            values = b.slice_assign(frame, inside, values)
-        columns = b.unfold(values, (kh, kw), stride, (0, 0), dilation, storage)
-        inner, blocks = columns.shape[1], columns.shape[2]
-        rows = plain(b.permute(columns, (0, 2, 1)))
-        rows = b.reshape(rows, (n * blocks, inner))
-        lhs = QuantizedPrimitive(rows, x.scales, x.zero_points, x.scheme, (n * blocks, inner))
-        per_channel = isinstance(weight.scheme.granularity, PerChannel)
-        matrix = b.permute(b.reshape(weight.values, (out, inner)), (1, 0))
-        scheme = dataclasses.replace(weight.scheme,
-                                     granularity=PerChannel(1) if per_channel else PerTensor())
-        rhs = QuantizedPrimitive(matrix, weight.scales, weight.zero_points, scheme,
-                                 (inner, out))
-        y = self.quantized_matmul(lhs, rhs, float32)  # [n * blocks, out]
-        oh = (h + 2 * ph - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-        ow = (w + 2 * pw - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-        y = plain(b.permute(b.reshape(y, (n, oh, ow, out)), (0, 3, 1, 2)))
+        oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+        ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+        positions = oh * ow
+        patches = JitTensor(runtime.pool.alloc(max(1, n * c * kh * kw * positions)),
+                            (n, c * kh * kw, positions), values.dtype, values.device, runtime)
+        # A tuple: recordings of a capture compare their calls' arguments.
+        words = tuple(int(v) for v in geometry((h, w), (oh, ow), (kh, kw), tuple(stride),
+                                               tuple(padding), tuple(dilation),
+                                               values.strides[2:]))
+        inputs = [values] + ([] if x.zero_points is None else [x.zero_points])
+        runtime.host(_patches, inputs, (patches,), runtime.native_conv, words,
+                     x.scheme.symmetric_zero)
+        inner = weight.values.numel // out
+        matrix = plain(weight.values)
+        matrix = b.permute(matrix.view((out, inner), (inner, 1), matrix.offset), (1, 0))
+        rhs = QuantizedPrimitive(matrix, weight.scales, weight.zero_points,
+                                 dataclasses.replace(weight.scheme, granularity=PerChannel(1))
+                                 if isinstance(weight.scheme.granularity, PerChannel)
+                                 else weight.scheme, (inner, out))
+        weights = _packed(runtime.int8_gemm, rhs)
+        y = JitTensor(runtime.pool.alloc(max(1, n * out * oh * ow) * 4), (n, out, oh, ow),
+                      float32, values.device, runtime)
+        inputs = [patches, x.scales, weight.scales]
+        if x.zero_points is not None:
+            inputs.append(x.zero_points)
+        if weight.zero_points is not None:
+            inputs.append(weight.zero_points)
         if bias is not None:
-            bias = bias if dtype is float32 else b.cast(bias, dtype, float32)
-            y = b.add(y, b.reshape(bias, (1, out, 1, 1)))
+            inputs.append(plain(bias if dtype is float32 else b.cast(bias, dtype, float32)))
+        rows = y.view((n, out, oh * ow), (out * oh * ow, oh * ow, 1), 0)
+        runtime.host(_conv_products, inputs, (rows,), runtime.int8_gemm, weights, _params(x),
+                     _params(rhs), bias is not None)
         return y if dtype is float32 else b.cast(y, float32, dtype)
 
     def quantize(self, x: Any, scales: Any, zero_points: Any, scheme: QuantScheme,
@@ -163,13 +168,45 @@ def _takes(lhs: Any, rhs: Any) -> bool:
             and hasattr(lhs.values.runtime, "int8_gemm"))
 
 
+def _patches(values: np.ndarray, *rest: Any) -> None:
+    """``NativeConv.patch_matrices`` padded with the input's zero point (a real zero)."""
+    *points, out, native, words, zero = rest
+    pad = int(points[0].reshape(-1)[0]) if points else zero
+    native.patch_matrices(values, out, np.array(words, np.int64), pad)
+
+
+def _conv_products(patches: np.ndarray, sx: np.ndarray, sw: np.ndarray, *rest: Any) -> None:
+    """``Int8Gemm.product`` of each sample's patch rows (the transposed patch matrix, read in
+    place) and the weights (packed once, as ``_packed`` keeps them), each sample's result
+    turned into channels-first rows (and the bias added) as it is copied out."""
+    *arrays, out, gemm, weights, (_, x_points, x_zero), (w_channel, w_points, w_zero), \
+        has_bias = rest
+    bias = arrays.pop() if has_bias else None
+    zx = arrays.pop(0) if x_points else None
+    zw = arrays.pop(0) if w_points else None
+    positions, channels = patches.shape[2], out.shape[1]
+    za = _vector(zx, False, positions, x_zero, np.int32)
+    zb = _vector(zw, w_channel, channels, w_zero, np.int32)
+    scale_a = _vector(sx, False, positions, 1.0, np.float32)
+    scale_b = _vector(sw, w_channel, channels, 1.0, np.float32)
+    rows = np.empty((positions, channels), np.float32)
+    for sample in range(patches.shape[0]):
+        gemm.product(patches[sample].T, weights.packed, weights.signed, za, zb, scale_a,
+                     scale_b, rows)
+        if bias is None:
+            out[sample] = rows.T
+        else:
+            np.add(rows.T, bias.reshape(channels, 1), out=out[sample])
+
+
 def _takes_conv(x: Any, weight: Any, groups: int) -> bool:
     """Whether ``quantized_conv`` runs on the int8 kernel: a 2-d convolution without groups of
     an 8-bit input (one scale) by 8-bit weights (one scale, or one per output channel), the
     patches' length within the kernel's inner bound."""
     if groups != 1 or not isinstance(x, QuantizedPrimitive) or len(x.shape) != 4:
         return False
-    if not isinstance(x.values, JitTensor) or not hasattr(x.values.runtime, "int8_gemm"):
+    if not isinstance(x.values, JitTensor) or not hasattr(x.values.runtime, "int8_gemm") \
+            or not hasattr(x.values.runtime.native_conv, "patches"):
         return False
     if x.scheme.value not in _BYTES or weight.scheme.value not in _BYTES:
         return False

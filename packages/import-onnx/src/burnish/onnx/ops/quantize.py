@@ -48,6 +48,18 @@ def quantize_linear(x: Tensor, scale: Tensor, zero_point: Tensor | None, dtype_n
     (zero by ONNX's rule) left out."""
     if dtype_name in FLOAT_TYPES:
         return cast(x / _along(scale, x, axis, block_size).cast(x.dtype), dtype_name, saturate)
+    if dtype_name in ("int8", "uint8") and not block_size and x.dtype is bn.float32 \
+            and scale.dtype is bn.float32 and (scale.numel() == 1 or scale.ndim == 1) \
+            and x.ndim:
+        # burnish's own quantize: the same arithmetic (float32 division, half to even, the
+        # zero point, then the type's range), in one pass on backends with a kernel for it.
+        granularity = PerTensor() if scale.numel() == 1 else PerChannel(axis)
+        scheme = QuantScheme(dtype_name, granularity, "affine")
+        shape = list(scales_shape(scheme, tuple(x.shape)))
+        points = (zero_point.cast(DTYPES[dtype_name]).reshape(shape) if zero_point is not None
+                  else Tensor.zeros(shape, x.device, DTYPES[dtype_name]))
+        return quantization.quantize(x, scheme, scales=scale.reshape(shape),
+                                     zero_points=points).values
     q = (x / _along(scale, x, axis, block_size).cast(x.dtype)).round().cast(bn.int32)
     if zero_point is not None:
         q = q + _along(zero_point, x, axis, block_size).cast(bn.int32)
