@@ -332,3 +332,23 @@ def test_grouped_convolutions_take_the_default(cpu, monkeypatch):
     expected = burnish.functional.conv(qx.dequantize(), qw.dequantize(), groups=2).to_numpy()
     np.testing.assert_allclose(conv(qx, qw, groups=2).to_numpy(), expected, rtol=1e-5,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("scheme", [
+    QuantScheme(), QuantScheme("uint8", mode="affine"), QuantScheme("uint8"),
+    QuantScheme("int8", PerChannel(1), mode="affine", scale_dtype=burnish.float16)],
+    ids=str)
+def test_dequantizing_on_cpu_gives_ndarrays_floats_in_one_pass(cpu, scheme, monkeypatch):
+    calls = []
+    monkeypatch.setattr(quant_ops, "_dequantize",
+                        lambda *args: (calls.append(1), _dequantize(*args)))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 5, 70), dtype=np.float32) * 4
+    q = Tensor.from_data(x, "ndarray").quantize(scheme)
+    on_cpu = Tensor.from_data(x, cpu.default_device()).quantize(scheme)
+    np.testing.assert_array_equal(on_cpu.int_values().to_numpy(), q.int_values().to_numpy())
+    np.testing.assert_array_equal(on_cpu.dequantize().to_numpy(), q.dequantize().to_numpy())
+    assert calls == [1]
+
+
+_dequantize = quant_ops._dequantize

@@ -1,8 +1,10 @@
-"""Quantizing float32 tensors to int8 or uint8 in one compiled pass (the protocol's default is a
-kernel per step: divide, round, add the zero point, clamp, cast).
+"""Quantizing float32 tensors to int8 or uint8, and dequantizing them back, in one compiled pass
+each (the protocol's defaults are a kernel per step: divide, round, add the zero point, clamp,
+cast; cast, subtract, multiply).
 
 The arithmetic is the default's, step for step in float32: ``clamp(rint(x / scale) + zero_point,
-low, high)`` (``rint`` rounds halves to even, as NumPy's), so the integers are the same.
+low, high)`` (``rint`` rounds halves to even, as NumPy's), so the integers are the same; and
+``(float(q) - zero_point) * scale``, the same floats.
 """
 
 from __future__ import annotations
@@ -48,6 +50,32 @@ static void NAME(int64_t rows, int64_t channels, int64_t inner, const float *x, 
 QUANTIZE(quantize_s8, int8_t)
 QUANTIZE(quantize_u8, uint8_t)
 
+/* out [outer, channels, inner] (float32) = (q - point) * scale, per channel as QUANTIZE. */
+#define DEQUANTIZE(NAME, T)                                                                  \
+static void NAME(int64_t rows, int64_t channels, int64_t inner, const T *q,                 \
+                 const float *scales, const float *points, float offset, float *out) {      \
+    _Pragma("omp parallel for schedule(static) if (rows * channels * inner > (1 << 16))")  \
+    for (int64_t r = 0; r < rows * channels; r++) {                                          \
+        int64_t c = channels == 1 ? 0 : r % channels;                                        \
+        float s = scales[c], z = points ? points[c] : offset;                                \
+        const T *src = q + r * inner;                                                        \
+        float *dst = out + r * inner;                                                        \
+        for (int64_t i = 0; i < inner; i++) dst[i] = ((float)src[i] - z) * s;               \
+    }                                                                                        \
+}
+
+DEQUANTIZE(dequantize_s8, int8_t)
+DEQUANTIZE(dequantize_u8, uint8_t)
+
+void burnish_dequantize_f32(int64_t rows, int64_t channels, int64_t inner, const void *q,
+                            const float *scales, const float *points, float offset,
+                            int from_signed, float *out) {
+    if (from_signed)
+        dequantize_s8(rows, channels, inner, q, scales, points, offset, out);
+    else
+        dequantize_u8(rows, channels, inner, q, scales, points, offset, out);
+}
+
 void burnish_quantize_f32(int64_t rows, int64_t channels, int64_t inner, const float *x,
                           const float *scales, const float *points, float offset, float low,
                           float high, int to_signed, void *out) {
@@ -69,6 +97,10 @@ class Int8Quantize:
         function.argtypes = [i64, i64, i64, ptr, ptr, ptr, real, real, real, ctypes.c_int, ptr]
         function.restype = None
         self.function = function
+        back = self.library.burnish_dequantize_f32
+        back.argtypes = [i64, i64, i64, ptr, ptr, ptr, real, ctypes.c_int, ptr]
+        back.restype = None
+        self.back = back
 
     def __call__(self, x: np.ndarray, channel_axis: int | None, scales: np.ndarray,
                  points: np.ndarray | None, offset: float, low: float, high: float,
@@ -77,12 +109,24 @@ class Int8Quantize:
         and ``points`` (float32, one, or one per index of ``channel_axis``; ``points`` None:
         ``offset`` for every value), clamped to ``[low, high]``."""
         shape = x.shape
-        if channel_axis is None:
-            rows, channels, inner = 1, 1, x.size
-        else:
-            channels = shape[channel_axis]
-            rows = int(np.prod(shape[:channel_axis]))
-            inner = int(np.prod(shape[channel_axis + 1:]))
+        rows, channels, inner = _split(shape, channel_axis)
         self.function(rows, channels, inner, x.ctypes.data, scales.ctypes.data,
                       None if points is None else points.ctypes.data, offset, low, high,
                       int(out.dtype == np.int8), out.ctypes.data)
+
+    def dequantize(self, q: np.ndarray, channel_axis: int | None, scales: np.ndarray,
+                   points: np.ndarray | None, offset: float, out: np.ndarray) -> None:
+        """``out`` (float32, plain) = ``(q - points) * scales`` for ``q`` (int8 or uint8,
+        plain), parameters as ``__call__`` takes them."""
+        rows, channels, inner = _split(q.shape, channel_axis)
+        self.back(rows, channels, inner, q.ctypes.data, scales.ctypes.data,
+                  None if points is None else points.ctypes.data, offset,
+                  int(q.dtype == np.int8), out.ctypes.data)
+
+
+def _split(shape: tuple[int, ...], channel_axis: int | None) -> tuple[int, int, int]:
+    """(rows, channels, inner) of a plain array of ``shape`` scaled along ``channel_axis``."""
+    if channel_axis is None:
+        return 1, 1, int(np.prod(shape))
+    return (int(np.prod(shape[:channel_axis])), shape[channel_axis],
+            int(np.prod(shape[channel_axis + 1:])))

@@ -131,6 +131,26 @@ class CpuQuantOps(QuantOps):
                      _params(rhs), bias is not None)
         return y if dtype is float32 else b.cast(y, float32, dtype)
 
+    def dequantize(self, q: QuantizedPrimitive, dtype: DType) -> Any:
+        """int8/uint8 per tensor or per channel to float: one compiled pass (then a cast for
+        another float dtype); the rest takes the default."""
+        scheme = q.scheme
+        granularity = scheme.granularity
+        if (scheme.value not in _BYTES or not isinstance(granularity, PerTensor | PerChannel)
+                or not isinstance(q.values, JitTensor)
+                or not hasattr(q.values.runtime, "int8_quantize") or q.values.numel == 0):
+            return super().dequantize(q, dtype)
+        values = plain(q.values)
+        runtime = cast("CpuRuntime", values.runtime)
+        shape = tuple(q.shape)
+        out = JitTensor(runtime.pool.alloc(values.numel * 4), shape, float32, values.device,
+                        runtime)
+        axis = channel_axis(granularity, shape) if isinstance(granularity, PerChannel) else None
+        inputs = [values, q.scales] + ([] if q.zero_points is None else [q.zero_points])
+        runtime.host(_dequantize, inputs, (out,), runtime.int8_quantize, axis,
+                     float(scheme.symmetric_zero))
+        return out if dtype is float32 else self.cast(out, float32, dtype)
+
     def quantize(self, x: Any, scales: Any, zero_points: Any, scheme: QuantScheme,
                  dtype: DType) -> QuantizedPrimitive:
         granularity = scheme.granularity
@@ -152,6 +172,14 @@ class CpuQuantOps(QuantOps):
         runtime.host(_quantize, inputs, (values,), runtime.int8_quantize, axis,
                      float(scheme.symmetric_zero), float(low), float(high))
         return QuantizedPrimitive(values, scales, zero_points, scheme, shape)
+
+
+def _dequantize(q: np.ndarray, scales: np.ndarray, *rest: Any) -> None:
+    """``Int8Quantize.dequantize`` with the arguments ``CpuQuantOps.dequantize`` recorded."""
+    *points, out, kernel, axis, offset = rest
+    float_points = np.ascontiguousarray(points[0], np.float32).reshape(-1) if points else None
+    kernel.dequantize(q, axis, np.ascontiguousarray(scales, np.float32).reshape(-1),
+                      float_points, offset, out)
 
 
 def _quantize(x: np.ndarray, scales: np.ndarray, *rest: Any) -> None:

@@ -72,6 +72,18 @@ def dequantize_linear(x: Tensor, scale: Tensor, zero_point: Tensor | None = None
     """ONNX DequantizeLinear: ``(x - zero_point) * scale`` in float32, then in the scale's
     dtype (or ``dtype_name``); a float8 or float4 ``x``'s zero point is zero by ONNX's rule
     and left out."""
+    if x.dtype.name in ("int8", "uint8") and not block_size and scale.dtype is bn.float32 \
+            and dtype_name in (None, "float32") and x.ndim \
+            and (scale.numel() == 1 or scale.ndim == 1):
+        # burnish's own dequantize: the same float32 arithmetic, in one pass on backends with
+        # a kernel for it.
+        granularity = PerTensor() if scale.numel() == 1 else PerChannel(axis)
+        scheme = QuantScheme(x.dtype.name, granularity, "affine")
+        shape = list(scales_shape(scheme, tuple(x.shape)))
+        points = (zero_point.cast(x.dtype).reshape(shape) if zero_point is not None
+                  else Tensor.zeros(shape, x.device, x.dtype))
+        return QuantizedTensor.from_parts(x, scale.reshape(shape), points, scheme,
+                                          list(x.shape)).dequantize()
     y = x.cast(bn.float32)
     if zero_point is not None and not x.dtype.is_float:
         y = y - _along(zero_point, x, axis, block_size).cast(bn.float32)
