@@ -159,6 +159,14 @@ def _transformer(torch):
 MODELS = {"resnet18": _resnet18, "lstm": _lstm, "transformer": _transformer}
 
 
+def _ort_options(ort, threads: int):
+    """onnxruntime's session options for ``threads`` intra-op threads, no inter-op pool."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return options
+
+
 def onnx_models(args: argparse.Namespace) -> list[str]:
     torch = _torch(args.threads)
     try:
@@ -170,9 +178,7 @@ def onnx_models(args: argparse.Namespace) -> list[str]:
                 "pip install torch onnx onnxruntime)"]
     from burnish.onnx import import_model
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = args.threads
-    options.inter_op_num_threads = 1
+    options = _ort_options(ort, args.threads)
     rows = [f"| model | burnish {args.backend} ms | captured ms | onnxruntime ms | "
             "x onnxruntime's time (eager, captured) | max abs diff |",
             "|---|---:|---:|---:|---:|---:|"]
@@ -239,9 +245,7 @@ def qdq_models(args: argparse.Namespace) -> list[str]:
         return ["(the qdq case needs torch and onnxruntime: pip install torch onnx onnxruntime)"]
     from burnish.onnx import import_model
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = args.threads
-    options.inter_op_num_threads = 1
+    options = _ort_options(ort, args.threads)
     rows = [f"| model | burnish {args.backend} float ms | burnish QDQ ms | onnxruntime QDQ ms "
             "| QDQ / float | x onnxruntime's QDQ | max abs diff vs onnxruntime's QDQ |",
             "|---|---:|---:|---:|---:|---:|---:|"]

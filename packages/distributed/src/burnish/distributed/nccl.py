@@ -99,7 +99,7 @@ def _serve(ident: bytes, address: tuple[str, int], peers: int, deadline: float) 
             with conn:
                 conn.settimeout(10.0)
                 try:
-                    hello = _read(conn, len(_MAGIC))
+                    hello = watchdog.read_exactly(conn, len(_MAGIC))
                 except OSError:
                     continue  # not one of ours (a port scan): wait for the next
                 if hello != _MAGIC:
@@ -114,7 +114,7 @@ def _fetch(address: tuple[str, int], deadline: float, rank: int) -> bytes:
         try:
             with socket.create_connection(address, timeout=10.0) as conn:
                 conn.sendall(_MAGIC)
-                reply = _read(conn, len(_MAGIC) + ID_BYTES + _PORT.size)
+                reply = watchdog.read_exactly(conn, len(_MAGIC) + ID_BYTES + _PORT.size)
             if reply[:len(_MAGIC)] != _MAGIC:
                 raise DistributedError(f"NCCL rendezvous: {address[0]}:{address[1]} is not "
                                        f"burnish's rendezvous (it answered something else)")
@@ -124,16 +124,6 @@ def _fetch(address: tuple[str, int], deadline: float, rank: int) -> bytes:
             time.sleep(0.2)
     raise DistributedError(f"NCCL rendezvous: rank {rank} could not reach rank 0 at "
                            f"{address[0]}:{address[1]} in time ({error})", [0])
-
-
-def _read(conn: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = conn.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError(f"the peer closed after {len(data)} of {size} bytes")
-        data += chunk
-    return data
 
 
 def nccl_communicator(job: Job, timeout: float = 300.0, collective_timeout: float | None = None,

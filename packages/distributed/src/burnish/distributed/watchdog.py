@@ -297,7 +297,7 @@ def _accept(listener: socket.socket, world_size: int, deadline: float) -> dict[i
                                    f"rank {', '.join(map(str, missing))}", missing) from None
         conn.settimeout(10.0)
         try:
-            hello = _read_exactly(conn, len(_HELLO) + _FRAME.size)
+            hello = read_exactly(conn, len(_HELLO) + _FRAME.size)
         except OSError:
             conn.close()
             continue
@@ -325,7 +325,8 @@ def _connect(address: tuple[str, int], rank: int, deadline: float) -> socket.soc
                            f"{address[0]}:{address[1]} in time ({error})", [0])
 
 
-def _read_exactly(conn: socket.socket, size: int) -> bytes:
+def read_exactly(conn: socket.socket, size: int) -> bytes:
+    """``size`` bytes from ``conn``; ConnectionError when the peer closes first."""
     data = b""
     while len(data) < size:
         chunk = conn.recv(size - len(data))

@@ -52,16 +52,25 @@ def conv(x: Tensor, weight: Tensor, bias: Tensor | None = None, strides=None, pa
          dilations=None, group: int = 1, auto_pad: str = "NOTSET",
          kernel_shape=None) -> Tensor:
     """ONNX Conv over 1 to 3 spatial dims, asymmetric and automatic padding included."""
+    x, strides, begins, dilations = window(x, list(weight.shape[2:]), strides, pads,
+                                           dilations, auto_pad)
+    return F.conv(x, weight, bias, strides, begins, dilations, group)
+
+
+def window(x: Tensor, kernel: list[int], strides, pads, dilations, auto_pad: str,
+           value: float = 0.0) -> tuple[Tensor, list[int], list[int], list[int]]:
+    """A convolution's ``x``, strides, padding at both ends and dilations from ONNX's
+    attributes: asymmetric and automatic padding become ``value`` around ``x`` (and no
+    padding left)."""
     spatial = x.ndim - 2
-    kernel = list(weight.shape[2:])
     strides = list(strides or [1] * spatial)
     dilations = list(dilations or [1] * spatial)
     p = _pads(x, kernel, strides, dilations, pads, auto_pad)
     begins, ends = p[:spatial], p[spatial:]
     if begins != ends:
-        x = _pad_spatial(x, begins, ends, 0.0)
+        x = _pad_spatial(x, begins, ends, value)
         begins = [0] * spatial
-    return F.conv(x, weight, bias, strides, begins, dilations, group)
+    return x, strides, begins, dilations
 
 
 def conv_transpose(x: Tensor, weight: Tensor, bias: Tensor | None = None, strides=None,

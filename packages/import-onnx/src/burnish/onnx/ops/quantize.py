@@ -9,7 +9,7 @@ from typing import Any
 import burnish as bn
 from burnish import Tensor, quantization
 from burnish.onnx.ops.core import DTYPES, cast
-from burnish.onnx.ops.nn import _pad_spatial, _pads, conv, matmul
+from burnish.onnx.ops.nn import conv, matmul, window
 from burnish.quantization import PerChannel, PerTensor, QuantizedTensor, QuantScheme
 from burnish.quantization.scheme import scales_shape
 
@@ -204,14 +204,8 @@ def qdq_conv(x: Tensor, x_scale: Tensor, x_zero_point: Tensor | None, w: Quantiz
     quantized convolution of the integers: ``x`` 8-bit with one scale, ``w`` quantized.
     Asymmetric padding pads the integers with ``pad_value`` (the zero point: a real zero)."""
     spatial = x.ndim - 2
-    kernel = list(w.shape[2:])
-    strides = list(strides or [1] * spatial)
-    dilations = list(dilations or [1] * spatial)
-    p = _pads(x, kernel, strides, dilations, pads, auto_pad)
-    begins, ends = p[:spatial], p[spatial:]
-    if begins != ends:
-        x = _pad_spatial(x, begins, ends, pad_value)
-        begins = [0] * spatial
+    x, strides, begins, dilations = window(x, list(w.shape[2:]), strides, pads, dilations,
+                                           auto_pad, pad_value)
     y = quantization.conv(quantized(x, x_scale, x_zero_point), w, None, strides, begins,
                           dilations, group)
     return _with_bias(y, None if bias is None else bias.reshape([1, -1] + [1] * spatial))
