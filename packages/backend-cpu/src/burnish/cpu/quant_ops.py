@@ -233,8 +233,8 @@ def _takes_conv(x: Any, weight: Any, groups: int) -> bool:
     patches' length within the kernel's inner bound."""
     if groups != 1 or not isinstance(x, QuantizedPrimitive) or len(x.shape) != 4:
         return False
-    if not isinstance(x.values, JitTensor) or not hasattr(x.values.runtime, "int8_gemm") \
-            or not hasattr(x.values.runtime.native_conv, "patches"):
+    runtime: Any = x.values.runtime if isinstance(x.values, JitTensor) else None
+    if not hasattr(runtime, "int8_gemm") or not hasattr(runtime.native_conv, "patches"):
         return False
     if x.scheme.value not in _BYTES or weight.scheme.value not in _BYTES:
         return False
