@@ -22,6 +22,7 @@ from burnish.cpu.compiler import Compiler
 from burnish.cpu.conv import NativeConv, geometry
 from burnish.cpu.int8_gemm import Int8Gemm
 from burnish.cpu.int8_quantize import Int8Quantize
+from burnish.cpu.pool import NativePool
 from burnish.cpu.recurrent import NativeRecurrent, weight_layout
 from burnish.jit import ir
 from burnish.jit.codegen.cpu import CpuGenerator
@@ -69,6 +70,7 @@ class CpuRuntime(Runtime):
         self.threads = os.cpu_count() or 1
         self._gemm: Gemm | None = None
         self._conv: NativeConv | None = None
+        self._pool: NativePool | None = None
         self._attention: NativeAttention | None = None
         self._recurrent: NativeRecurrent | None = None
         self._int8_gemm: Int8Gemm | None = None
@@ -179,15 +181,24 @@ class CpuRuntime(Runtime):
         self.host(_conv, inputs, (out,), words, groups, transposed, self.native_conv)
         return True
 
+    @property
+    def native_pool(self) -> NativePool:
+        """Max pooling in compiled C (made at the first use)."""
+        if self._pool is None:
+            self._pool = NativePool(self.compiler)
+        return self._pool
+
     def library_max_pool(self, x: JitTensor, out: JitTensor, index: JitTensor | None,
                          kernel: tuple[int, ...], stride: tuple[int, ...],
                          padding: tuple[int, ...], dilation: tuple[int, ...]) -> bool:
-        """Float max pooling of 1 to 3 spatial dims in compiled C, plane by plane."""
-        if not 1 <= len(kernel) <= 3 or x.dtype.name not in self.native_conv.pools:
+        """float32/float64 max pooling of 1 to 3 spatial dims through ``burnish.cpu.pool``,
+        a line of outputs at a time."""
+        if (not 1 <= len(kernel) <= 3 or x.dtype.name not in NativePool.dtypes
+                or math.prod(x.shape[2:]) > NativePool.max_plane):
             return False
         words = _words(x, out, kernel, stride, padding, dilation)
         outputs = (out,) if index is None else (out, index)
-        self.host(_max_pool, (x,), outputs, words, self.native_conv)
+        self.host(_max_pool, (x,), outputs, words, self.native_pool)
         return True
 
     @property
@@ -334,10 +345,10 @@ def _conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> None:
 
 
 def _max_pool(x: np.ndarray, *rest: Any) -> None:
-    """``NativeConv.max_pool`` with the arguments ``CpuRuntime.library_max_pool`` recorded."""
+    """``NativePool.forward`` with the arguments ``CpuRuntime.library_max_pool`` recorded."""
     *outputs, words, native = rest
     out, index = outputs if len(outputs) == 2 else (outputs[0], None)
-    native.max_pool(x, out, index, np.array(words, np.int64))
+    native.forward(x, out, index, np.array(words, np.int64))
 
 
 def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *rest: Any) -> None:
