@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from burnish.jit.codegen.cpu import vector_math_declarations
+
 #: Scores per query block (per thread): 2^16 float32 is 256 KiB.
 BLOCK = 1 << 16
 
@@ -25,7 +27,7 @@ SOURCE = r"""
 #include <stdlib.h>
 #include <math.h>
 
-#define ATTENTION(NAME, T, I, EXP, LOG)                                                       \
+#define ATTENTION(NAME, T, I, EXP, LOG, LOW)                                                     \
 typedef void (*NAME##_gemm)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
                                                                                              \
 /* Rows [r0, r0 + n) of one (sample, head): s = scale q k^T, forbidden pairs filled, then     \
@@ -44,9 +46,26 @@ static void NAME##_weights(NAME##_gemm gemm, const T *q, int64_t ldq, const T *k
             for (int64_t j = 0; j < tk; j++) if (m[j * ms[3]]) row[j] = fill;                \
         }                                                                                    \
         T top = row[0];                                                                      \
+        _Pragma("omp simd reduction(max:top)")                                              \
         for (int64_t j = 1; j < tk; j++) top = row[j] > top ? row[j] : top;                  \
         T total = 0;                                                                         \
-        for (int64_t j = 0; j < tk; j++) { row[j] = EXP(row[j] - top); total += row[j]; }    \
+        /* At or below LOW, exp is far under the dtype's epsilon of the row's largest term   \
+           (1) and is taken as 0: libm's and libmvec's exp take a slow path for results that \
+           underflow, which every forbidden score's would (most of the time of a causal      \
+           block went there). Clamped in a loop of its own: with the clamp in the exp's loop \
+           the compiler evaluated exp on the unclamped values. NaN passes through. */         \
+        for (int64_t j = 0; j < tk; j++) {                                                   \
+            T x = row[j] - top;                                                              \
+            row[j] = x < (T)LOW ? (T)LOW : x;                                                \
+        }                                                                                    \
+        /* A vector loop (libmvec's exp, where the compiler has it), its sum in lanes. */    \
+        _Pragma("omp simd reduction(+:total)")                                              \
+        for (int64_t j = 0; j < tk; j++) {                                                   \
+            T e = EXP(row[j]);                                                               \
+            e = row[j] == (T)LOW ? (T)0 : e;                                                 \
+            row[j] = e;                                                                      \
+            total += e;                                                                      \
+        }                                                                                    \
         T inverse = (T)1 / total;                                                            \
         for (int64_t j = 0; j < tk; j++) row[j] *= inverse;                                  \
         if (lse) lse[r0 + i] = top + LOG(total);                                             \
@@ -116,6 +135,7 @@ int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t 
                      (T)0, dp, (I)tk);                                                       \
                 for (int64_t i = 0; i < n; i++) {                                            \
                     T *w = p + i * tk, *d = dp + i * tk, dot = 0;                            \
+                    _Pragma("omp simd reduction(+:dot)")                                    \
                     for (int64_t j = 0; j < tk; j++) dot += w[j] * d[j];                     \
                     int64_t limit = causal ? r0 + i + 1 : tk;                                \
                     const uint8_t *m = mp ? mp + (r0 + i) * ms[2] : NULL;                    \
@@ -136,10 +156,10 @@ int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t 
     return failed != 0;                                                                      \
 }
 
-ATTENTION(burnish_attention_f32_i64, float, int64_t, expf, logf)
-ATTENTION(burnish_attention_f64_i64, double, int64_t, exp, log)
-ATTENTION(burnish_attention_f32_i32, float, int32_t, expf, logf)
-ATTENTION(burnish_attention_f64_i32, double, int32_t, exp, log)
+ATTENTION(burnish_attention_f32_i64, float, int64_t, expf, logf, -80)
+ATTENTION(burnish_attention_f64_i64, double, int64_t, exp, log, -700)
+ATTENTION(burnish_attention_f32_i32, float, int32_t, expf, logf, -80)
+ATTENTION(burnish_attention_f64_i32, double, int32_t, exp, log, -700)
 """
 
 _I64 = ctypes.c_int64
@@ -170,7 +190,10 @@ class NativeAttention:
         self.entries: dict[str, tuple[Any, Any, int]] = {}
         if not gemm.available:
             return
-        library = compiler.build(SOURCE)
+        # libmvec's vector exp for the softmax rows, where the compiler has it.
+        declarations = vector_math_declarations() if compiler.vector_math else ""
+        library = compiler.build(SOURCE.replace("#include <math.h>\n",
+                                                "#include <math.h>\n" + declarations))
         common = [_P, _I64, _I64, _I64, _I64, _I64, _I64, _P, _P, _P, _P, _P, _P, _P, _P,
                   ctypes.c_int, ctypes.c_double]
         for dtype, (address, wide) in gemm.pointers().items():
