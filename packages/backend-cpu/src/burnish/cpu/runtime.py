@@ -24,6 +24,7 @@ from burnish.cpu.int8_gemm import Int8Gemm
 from burnish.cpu.int8_quantize import Int8Quantize
 from burnish.cpu.pool import NativePool
 from burnish.cpu.recurrent import NativeRecurrent, weight_layout
+from burnish.cpu.reduce import NativeReduce
 from burnish.jit import ir
 from burnish.jit.codegen.cpu import CpuGenerator
 from burnish.jit.runtime import Runtime
@@ -71,6 +72,7 @@ class CpuRuntime(Runtime):
         self._gemm: Gemm | None = None
         self._conv: NativeConv | None = None
         self._pool: NativePool | None = None
+        self._reduce: NativeReduce | None = None
         self._attention: NativeAttention | None = None
         self._recurrent: NativeRecurrent | None = None
         self._int8_gemm: Int8Gemm | None = None
@@ -187,6 +189,13 @@ class CpuRuntime(Runtime):
         if self._pool is None:
             self._pool = NativePool(self.compiler)
         return self._pool
+
+    @property
+    def native_reduce(self) -> NativeReduce:
+        """Float sums and means in compiled C (made at the first use)."""
+        if self._reduce is None:
+            self._reduce = NativeReduce(self.compiler)
+        return self._reduce
 
     def library_max_pool(self, x: JitTensor, out: JitTensor, index: JitTensor | None,
                          kernel: tuple[int, ...], stride: tuple[int, ...],
