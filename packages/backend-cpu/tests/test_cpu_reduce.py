@@ -8,10 +8,12 @@ import pytest
 
 from burnish import Tensor
 from burnish.cpu.reduce import NativeReduce
+from burnish.cpu.reduce_ops import CpuReduceOps
 
 
 @pytest.fixture
 def calls(monkeypatch) -> list[tuple[int, int, int]]:
+    monkeypatch.setattr(CpuReduceOps, "native_from", 1)  # every size through the C path
     seen: list[tuple[int, int, int]] = []
     original = NativeReduce.sum
 
@@ -56,3 +58,13 @@ def test_layouts_that_are_not_plain_take_the_kernels(calls):
     np.testing.assert_allclose(t.sum(1, keepdim=True).to_numpy(),
                                x.T.sum(1, keepdims=True), rtol=1e-5)
     assert calls == []
+
+
+def test_small_tensors_take_the_kernels(calls, monkeypatch):
+    monkeypatch.setattr(CpuReduceOps, "native_from", 4096)
+    x = np.random.default_rng(2).standard_normal((64, 10)).astype(np.float32)
+    np.testing.assert_allclose(Tensor.from_numpy(x, device="cpu").sum(0, keepdim=True)
+                               .to_numpy(), x.sum(0, keepdims=True), rtol=1e-5)
+    assert calls == []
+    Tensor.from_numpy(np.ones((64, 64), np.float32), device="cpu").sum(0, keepdim=True)
+    assert calls == [(1, 64, 64)]

@@ -14,17 +14,21 @@ from burnish.jit.tensor import JitTensor, numel
 class CpuReduceOps(JitReduceOps):
     """``sum`` and ``mean`` of float32 and float64 plain tensors in compiled C."""
 
+    #: Fewer elements stay with the kernels: a host call costs about 15 µs of Python (the
+    #: arrays, ctypes), twice a small kernel's launch.
+    native_from = 4096
+
     def sum(self, x, dim):
         return self._native(x, dim, False) or super().sum(x, dim)
 
     def mean(self, x, dim, dtype):
         return self._native(x, dim, True) or super().mean(x, dim, dtype)
 
-    @staticmethod
-    def _native(x: JitTensor, dim: int | None, mean: bool) -> JitTensor | None:
+    def _native(self, x: JitTensor, dim: int | None, mean: bool) -> JitTensor | None:
         """The reduction through ``NativeReduce``, or None where it does not apply (another
-        dtype, a layout that is not plain, nothing to reduce)."""
-        if x.dtype.name not in NativeReduce.dtypes or not x.numel or not x.is_contiguous():
+        dtype, a layout that is not plain, fewer than ``native_from`` elements)."""
+        if (x.dtype.name not in NativeReduce.dtypes or x.numel < self.native_from
+                or not x.is_contiguous()):
             return None
         shape = x.shape
         if dim is None:
