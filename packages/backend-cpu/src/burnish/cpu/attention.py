@@ -95,7 +95,7 @@ int NAME##_forward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t t
                 NAME##_weights(gemm, qp, qs[2], kp, ks[2], n, tk, dk, (T)scale, mp, ms, r0,  \
                                causal, fill, s, lse + task * tq);                            \
                 gemm(101, 111, 111, (I)n, (I)dv, (I)tk, (T)1, s, (I)tk, vp, (I)vs[2], (T)0,  \
-                     out + (task * tq + r0) * dv, (I)dv);                                    \
+                     out + ((b * tq + r0) * heads + h) * dv, (I)(heads * dv));               \
             }                                                                                \
         }                                                                                    \
         free(s);                                                                             \
@@ -121,8 +121,8 @@ int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t 
             const T *qp = q + b * qs[0] + h * qs[1], *kp = k + b * ks[0] + h * ks[1];        \
             const T *vp = v + b * vs[0] + h * vs[1], *gp = g + b * gs[0] + h * gs[1];        \
             const uint8_t *mp = mask ? mask + b * ms[0] + h * ms[1] : NULL;                  \
-            T *dqp = dq + task * tq * dk, *dkp = dkey + task * tk * dk;                      \
-            T *dvp = dval + task * tk * dv;                                                  \
+            T *dqp = dq + (b * tq * heads + h) * dk, *dkp = dkey + (b * tk * heads + h) * dk; \
+            T *dvp = dval + (b * tk * heads + h) * dv;                                       \
             for (int64_t r0 = 0; r0 < tq; r0 += rows) {                                      \
                 int64_t n = tq - r0 < rows ? tq - r0 : rows;                                 \
                 T beta = r0 ? (T)1 : (T)0;                                                   \
@@ -130,7 +130,7 @@ int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t 
                                causal, fill, p, NULL);                                       \
                 const T *gr = gp + r0 * gs[2];                                               \
                 gemm(101, 112, 111, (I)tk, (I)dv, (I)n, (T)1, p, (I)tk, gr, (I)gs[2], beta,   \
-                     dvp, (I)dv);                                                            \
+                     dvp, (I)(heads * dv));                                                  \
                 gemm(101, 111, 112, (I)n, (I)tk, (I)dv, (T)1, gr, (I)gs[2], vp, (I)vs[2],    \
                      (T)0, dp, (I)tk);                                                       \
                 for (int64_t i = 0; i < n; i++) {                                            \
@@ -145,9 +145,9 @@ int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t 
                     }                                                                        \
                 }                                                                            \
                 gemm(101, 111, 111, (I)n, (I)dk, (I)tk, (T)1, dp, (I)tk, kp, (I)ks[2], (T)0, \
-                     dqp + r0 * dk, (I)dk);                                                  \
+                     dqp + r0 * heads * dk, (I)(heads * dk));                                \
                 gemm(101, 112, 111, (I)tk, (I)dk, (I)n, (T)1, dp, (I)tk, qp + r0 * qs[2],    \
-                     (I)qs[2], beta, dkp, (I)dk);                                            \
+                     (I)qs[2], beta, dkp, (I)(heads * dk));                                  \
             }                                                                                \
         }                                                                                    \
         free(p);                                                                             \
@@ -170,6 +170,15 @@ def _strides(a: np.ndarray, ndim: int = 3) -> np.ndarray:
     """The first ``ndim`` strides of ``a`` in elements (zero along dims of one)."""
     return np.array([s // a.itemsize if n > 1 else 0 for n, s in zip(a.shape, a.strides)][:ndim],
                     np.int64)
+
+
+def interleaved(shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The layout of the outputs and gradients ``[batch, heads, seq, dim]`` of ``SOURCE``: a
+    contiguous ``[batch, seq, heads, dim]`` (as the heads are split from and merged back into
+    ``[batch, seq, d_model]``, so that the merge and the split of the gradients are views, not
+    copies), as the shape of that buffer and the strides of the view."""
+    batch, heads, seq, dim = shape
+    return (batch, seq, heads, dim), (seq * heads * dim, dim, heads * dim, 1)
 
 
 def takes(*arrays_strides: tuple[tuple[int, ...], tuple[int, ...]]) -> bool:
@@ -225,8 +234,9 @@ class NativeAttention:
 
     def forward(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
                 out: np.ndarray, lse: np.ndarray, causal: bool, scale: float) -> None:
-        """``out`` ``[batch, heads, seq_q, value_dim]`` and ``lse`` ``[batch, heads, seq_q]``,
-        both contiguous; ``mask`` (uint8, broadcast to the scores) true where forbidden."""
+        """``out`` ``[batch, heads, seq_q, value_dim]`` laid out as a contiguous ``[batch,
+        seq_q, heads, value_dim]`` (``interleaved``) and ``lse`` ``[batch, heads, seq_q]``,
+        contiguous; ``mask`` (uint8, broadcast to the scores) true where forbidden."""
         forward, _, gemm = self.entries[out.dtype.name]
         args, keep = self._common(q, k, v, mask, causal, scale)
         if forward(gemm, *args, out.ctypes.data, lse.ctypes.data):
@@ -236,8 +246,8 @@ class NativeAttention:
     def backward(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
                  grad: np.ndarray, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray,
                  causal: bool, scale: float) -> None:
-        """``dq``, ``dk``, ``dv`` (contiguous, the shapes of q, k, v) from ``grad`` of the
-        output, the weights recomputed block by block."""
+        """``dq``, ``dk``, ``dv`` (the shapes of q, k, v, laid out as ``interleaved`` says)
+        from ``grad`` of the output, the weights recomputed block by block."""
         _, backward, gemm = self.entries[dq.dtype.name]
         args, keep = self._common(q, k, v, mask, causal, scale)
         grad_strides = _strides(grad)

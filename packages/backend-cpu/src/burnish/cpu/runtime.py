@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from burnish.cpu.attention import NativeAttention, takes
+from burnish.cpu.attention import NativeAttention, interleaved, takes
 from burnish.cpu.blas import Gemm
 from burnish.cpu.compiler import Compiler
 from burnish.cpu.conv import NativeConv, geometry
@@ -227,6 +227,12 @@ class CpuRuntime(Runtime):
         nbytes = max(1, math.prod(shape)) * np.dtype(like.dtype.name).itemsize
         return JitTensor(self.pool.alloc(nbytes), shape, like.dtype, like.device, self)
 
+    def _new_heads(self, shape: tuple[int, ...], like: JitTensor) -> JitTensor:
+        """``[batch, heads, seq, dim]`` over a plain ``[batch, seq, heads, dim]`` buffer
+        (``burnish.cpu.attention.interleaved``)."""
+        stored, strides = interleaved(tuple(shape))
+        return self._new(stored, like).view(tuple(shape), strides, 0)
+
     def library_attention(self, q: JitTensor, k: JitTensor, v: JitTensor,
                           mask: JitTensor | None, scale: float, causal: bool
                           ) -> tuple[JitTensor, JitTensor] | None:
@@ -234,7 +240,7 @@ class CpuRuntime(Runtime):
         made by BLAS and softmaxed while in the cache."""
         if not self._attention_takes(q, k, v):
             return None
-        out = self._new((*q.shape[:3], v.shape[3]), q)
+        out = self._new_heads((*q.shape[:3], v.shape[3]), q)
         lse = self._new(tuple(q.shape[:3]), q)
         inputs = (q, k, v) if mask is None else (q, k, v, mask)
         self.host(_attention, inputs, (out, lse), causal, scale, self.native_attention)
@@ -246,7 +252,8 @@ class CpuRuntime(Runtime):
                                    ) -> tuple[JitTensor, JitTensor, JitTensor] | None:
         if not self._attention_takes(q, k, v, grad):
             return None
-        grads = (self._new(q.shape, q), self._new(k.shape, k), self._new(v.shape, v))
+        grads = (self._new_heads(q.shape, q), self._new_heads(k.shape, k),
+                 self._new_heads(v.shape, v))
         inputs = (q, k, v, grad) if mask is None else (q, k, v, grad, mask)
         self.host(_attention_backward, inputs, grads, causal, scale, self.native_attention)
         return grads
