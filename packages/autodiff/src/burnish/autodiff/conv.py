@@ -51,10 +51,17 @@ def conv_transpose_backward(b: Any, dtype, g: Any, x: Any, weight: Any, w_shape:
 
 
 def channel_sum(b: Any, g: Any) -> Any:
-    """``g`` summed over every dim but the channels (dim 1): the bias's gradient."""
-    for d in reversed([0, *range(2, len(g.shape))]):
-        g = b.sum(g, d)
-    return b.reshape(g, (g.shape[1],))
+    """``g`` summed over every dim but the channels (dim 1): the bias's gradient. The spatial
+    dims are merged first, so that it takes two reductions whatever their number."""
+    batch, channels = g.shape[:2]
+    if len(g.shape) > 3:
+        positions = 1
+        for extent in g.shape[2:]:
+            positions *= extent
+        g = b.reshape(g, (batch, channels, positions))
+    if len(g.shape) > 2:
+        g = b.sum(g, 2)
+    return b.reshape(b.sum(g, 0), (channels,))
 
 
 def unfold_backward(b: Any, dtype, g: Any, x_shape: Dims, kernel: Dims, stride: Dims,

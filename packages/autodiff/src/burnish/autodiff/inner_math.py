@@ -13,14 +13,27 @@ from burnish.tensor_data import TensorData
 def unbroadcast(b: Any, grad: Any, shape: tuple[int, ...]) -> Any:
     """``grad`` summed down to ``shape``: the reverse of NumPy's broadcasting of an input of
     that shape (leading dims and dims of size 1 are summed over)."""
-    have = grad.shape
-    if have == shape:
+    have = tuple(grad.shape)
+    if have == tuple(shape):
         return grad
     lead = len(have) - len(shape)
-    for d in range(len(have)):
-        if d < lead or (shape[d - lead] == 1 and have[d] != 1):
+    summed = [d < lead or (shape[d - lead] == 1 and have[d] != 1) for d in range(len(have))]
+    # Neighbouring dims summed alike merge into one (a bias's gradient over [batch, seq, d] is
+    # one reduction of [batch * seq, d], not two).
+    merged: list[int] = []
+    reduced: list[bool] = []
+    for extent, flag in zip(have, summed):
+        if reduced and reduced[-1] == flag:
+            merged[-1] *= extent
+        else:
+            merged.append(extent)
+            reduced.append(flag)
+    if len(merged) < len(have):
+        grad = b.reshape(grad, tuple(merged))
+    for d, flag in enumerate(reduced):
+        if flag:
             grad = b.sum(grad, d)
-    return b.reshape(grad, shape)
+    return b.reshape(grad, tuple(shape))
 
 
 def scalar(b: Any, value: float, dtype: DType, like: Any) -> Any:

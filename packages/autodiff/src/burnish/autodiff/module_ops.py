@@ -121,6 +121,12 @@ class AutodiffModuleOps(ModuleOps):
             return P(self._inner.adaptive_max_pool(x.inner, output_size))
         return self.adaptive_max_pool_with_indices(x, output_size)[0]
 
+    def max_pool_backward(self, grad: P, indices: P, x_shape: Dims, dtype: DType) -> P:
+        if grad.node is None:
+            return P(self._inner.max_pool_backward(grad.inner, indices.inner, x_shape, dtype))
+        # Tracked (a gradient of a gradient): the default's composition, differentiable.
+        return ModuleOps.max_pool_backward(self, grad, indices, x_shape, dtype)
+
     def _max_pooled(self, x: P, values, indices) -> P:
         if x.node is None:
             return P(values)

@@ -484,5 +484,16 @@ def _matmul_backward(b, dtype, g, rhs, lhs, lhs_shape, rhs_shape):
     if lhs_shape is not None:
         lhs_grad = unbroadcast(b, b.matmul(g, swap_last(b, rhs)), lhs_shape)
     if rhs_shape is not None:
-        rhs_grad = unbroadcast(b, b.matmul(swap_last(b, lhs), g), rhs_shape)
+        if (len(lhs.shape) > 2 and len(rhs_shape) >= 2 and all(n == 1 for n in rhs_shape[:-2])
+                and tuple(g.shape[:-2]) == tuple(lhs.shape[:-2])):
+            # A matrix shared by the whole batch (a weight): the sum over the batch is one
+            # product over every row, not a product per matrix summed afterwards.
+            k, n = lhs.shape[-1], g.shape[-1]
+            rows = 1
+            for extent in lhs.shape[:-1]:
+                rows *= extent
+            flat = b.matmul(swap_last(b, b.reshape(lhs, (rows, k))), b.reshape(g, (rows, n)))
+            rhs_grad = b.reshape(flat, tuple(rhs_shape))
+        else:
+            rhs_grad = unbroadcast(b, b.matmul(swap_last(b, lhs), g), rhs_shape)
     return lhs_grad, rhs_grad

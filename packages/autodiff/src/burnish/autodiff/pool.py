@@ -4,25 +4,19 @@ one averaging matrix per spatial dim."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-from burnish.autodiff.inner_math import along_axis, constant, scatter_zeros, zeros
+from burnish.autodiff.inner_math import along_axis, constant, zeros
 
 Dims = tuple[int, ...]
 
 
 def max_pool_backward(b: Any, dtype, g: Any, indices: Any, x_shape: Dims) -> tuple[Any]:
     """Each output's gradient added at its max's (flattened spatial) index; overlapping windows
-    that chose the same element add up."""
-    batch, channels, *size = x_shape
-    count = math.prod(g.shape[2:])
-    flat_grad = b.reshape(g, (batch, channels, count))
-    flat_indices = b.reshape(indices, (batch, channels, count))
-    grad = scatter_zeros(b, flat_grad, flat_indices, (batch, channels, math.prod(size)), 2, dtype)
-    return (b.reshape(grad, x_shape),)
+    that chose the same element add up: the backend's ``max_pool_backward``."""
+    return (b.max_pool_backward(g, indices, x_shape, dtype),)
 
 
 def avg_pool_backward(b: Any, dtype, g: Any, x_shape: Dims, kernel: Dims, stride: Dims,

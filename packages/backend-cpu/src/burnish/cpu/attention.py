@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from burnish.jit.codegen.cpu import vector_math_declarations
+
 #: Scores per query block (per thread): 2^16 float32 is 256 KiB.
 BLOCK = 1 << 16
 
@@ -25,7 +27,7 @@ SOURCE = r"""
 #include <stdlib.h>
 #include <math.h>
 
-#define ATTENTION(NAME, T, I, EXP, LOG)                                                       \
+#define ATTENTION(NAME, T, I, EXP, LOG, LOW)                                                     \
 typedef void (*NAME##_gemm)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
                                                                                              \
 /* Rows [r0, r0 + n) of one (sample, head): s = scale q k^T, forbidden pairs filled, then     \
@@ -44,9 +46,26 @@ static void NAME##_weights(NAME##_gemm gemm, const T *q, int64_t ldq, const T *k
             for (int64_t j = 0; j < tk; j++) if (m[j * ms[3]]) row[j] = fill;                \
         }                                                                                    \
         T top = row[0];                                                                      \
+        _Pragma("omp simd reduction(max:top)")                                              \
         for (int64_t j = 1; j < tk; j++) top = row[j] > top ? row[j] : top;                  \
         T total = 0;                                                                         \
-        for (int64_t j = 0; j < tk; j++) { row[j] = EXP(row[j] - top); total += row[j]; }    \
+        /* At or below LOW, exp is far under the dtype's epsilon of the row's largest term   \
+           (1) and is taken as 0: libm's and libmvec's exp take a slow path for results that \
+           underflow, which every forbidden score's would (most of the time of a causal      \
+           block went there). Clamped in a loop of its own: with the clamp in the exp's loop \
+           the compiler evaluated exp on the unclamped values. NaN passes through. */         \
+        for (int64_t j = 0; j < tk; j++) {                                                   \
+            T x = row[j] - top;                                                              \
+            row[j] = x < (T)LOW ? (T)LOW : x;                                                \
+        }                                                                                    \
+        /* A vector loop (libmvec's exp, where the compiler has it), its sum in lanes. */    \
+        _Pragma("omp simd reduction(+:total)")                                              \
+        for (int64_t j = 0; j < tk; j++) {                                                   \
+            T e = EXP(row[j]);                                                               \
+            e = row[j] == (T)LOW ? (T)0 : e;                                                 \
+            row[j] = e;                                                                      \
+            total += e;                                                                      \
+        }                                                                                    \
         T inverse = (T)1 / total;                                                            \
         for (int64_t j = 0; j < tk; j++) row[j] *= inverse;                                  \
         if (lse) lse[r0 + i] = top + LOG(total);                                             \
@@ -76,7 +95,7 @@ int NAME##_forward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t t
                 NAME##_weights(gemm, qp, qs[2], kp, ks[2], n, tk, dk, (T)scale, mp, ms, r0,  \
                                causal, fill, s, lse + task * tq);                            \
                 gemm(101, 111, 111, (I)n, (I)dv, (I)tk, (T)1, s, (I)tk, vp, (I)vs[2], (T)0,  \
-                     out + (task * tq + r0) * dv, (I)dv);                                    \
+                     out + ((b * tq + r0) * heads + h) * dv, (I)(heads * dv));               \
             }                                                                                \
         }                                                                                    \
         free(s);                                                                             \
@@ -102,8 +121,8 @@ int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t 
             const T *qp = q + b * qs[0] + h * qs[1], *kp = k + b * ks[0] + h * ks[1];        \
             const T *vp = v + b * vs[0] + h * vs[1], *gp = g + b * gs[0] + h * gs[1];        \
             const uint8_t *mp = mask ? mask + b * ms[0] + h * ms[1] : NULL;                  \
-            T *dqp = dq + task * tq * dk, *dkp = dkey + task * tk * dk;                      \
-            T *dvp = dval + task * tk * dv;                                                  \
+            T *dqp = dq + (b * tq * heads + h) * dk, *dkp = dkey + (b * tk * heads + h) * dk; \
+            T *dvp = dval + (b * tk * heads + h) * dv;                                       \
             for (int64_t r0 = 0; r0 < tq; r0 += rows) {                                      \
                 int64_t n = tq - r0 < rows ? tq - r0 : rows;                                 \
                 T beta = r0 ? (T)1 : (T)0;                                                   \
@@ -111,11 +130,12 @@ int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t 
                                causal, fill, p, NULL);                                       \
                 const T *gr = gp + r0 * gs[2];                                               \
                 gemm(101, 112, 111, (I)tk, (I)dv, (I)n, (T)1, p, (I)tk, gr, (I)gs[2], beta,   \
-                     dvp, (I)dv);                                                            \
+                     dvp, (I)(heads * dv));                                                  \
                 gemm(101, 111, 112, (I)n, (I)tk, (I)dv, (T)1, gr, (I)gs[2], vp, (I)vs[2],    \
                      (T)0, dp, (I)tk);                                                       \
                 for (int64_t i = 0; i < n; i++) {                                            \
                     T *w = p + i * tk, *d = dp + i * tk, dot = 0;                            \
+                    _Pragma("omp simd reduction(+:dot)")                                    \
                     for (int64_t j = 0; j < tk; j++) dot += w[j] * d[j];                     \
                     int64_t limit = causal ? r0 + i + 1 : tk;                                \
                     const uint8_t *m = mp ? mp + (r0 + i) * ms[2] : NULL;                    \
@@ -125,9 +145,9 @@ int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t 
                     }                                                                        \
                 }                                                                            \
                 gemm(101, 111, 111, (I)n, (I)dk, (I)tk, (T)1, dp, (I)tk, kp, (I)ks[2], (T)0, \
-                     dqp + r0 * dk, (I)dk);                                                  \
+                     dqp + r0 * heads * dk, (I)(heads * dk));                                \
                 gemm(101, 112, 111, (I)tk, (I)dk, (I)n, (T)1, dp, (I)tk, qp + r0 * qs[2],    \
-                     (I)qs[2], beta, dkp, (I)dk);                                            \
+                     (I)qs[2], beta, dkp, (I)(heads * dk));                                  \
             }                                                                                \
         }                                                                                    \
         free(p);                                                                             \
@@ -136,10 +156,10 @@ int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t 
     return failed != 0;                                                                      \
 }
 
-ATTENTION(burnish_attention_f32_i64, float, int64_t, expf, logf)
-ATTENTION(burnish_attention_f64_i64, double, int64_t, exp, log)
-ATTENTION(burnish_attention_f32_i32, float, int32_t, expf, logf)
-ATTENTION(burnish_attention_f64_i32, double, int32_t, exp, log)
+ATTENTION(burnish_attention_f32_i64, float, int64_t, expf, logf, -80)
+ATTENTION(burnish_attention_f64_i64, double, int64_t, exp, log, -700)
+ATTENTION(burnish_attention_f32_i32, float, int32_t, expf, logf, -80)
+ATTENTION(burnish_attention_f64_i32, double, int32_t, exp, log, -700)
 """
 
 _I64 = ctypes.c_int64
@@ -150,6 +170,15 @@ def _strides(a: np.ndarray, ndim: int = 3) -> np.ndarray:
     """The first ``ndim`` strides of ``a`` in elements (zero along dims of one)."""
     return np.array([s // a.itemsize if n > 1 else 0 for n, s in zip(a.shape, a.strides)][:ndim],
                     np.int64)
+
+
+def interleaved(shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The layout of the outputs and gradients ``[batch, heads, seq, dim]`` of ``SOURCE``: a
+    contiguous ``[batch, seq, heads, dim]`` (as the heads are split from and merged back into
+    ``[batch, seq, d_model]``, so that the merge and the split of the gradients are views, not
+    copies), as the shape of that buffer and the strides of the view."""
+    batch, heads, seq, dim = shape
+    return (batch, seq, heads, dim), (seq * heads * dim, dim, heads * dim, 1)
 
 
 def takes(*arrays_strides: tuple[tuple[int, ...], tuple[int, ...]]) -> bool:
@@ -170,7 +199,10 @@ class NativeAttention:
         self.entries: dict[str, tuple[Any, Any, int]] = {}
         if not gemm.available:
             return
-        library = compiler.build(SOURCE)
+        # libmvec's vector exp for the softmax rows, where the compiler has it.
+        declarations = vector_math_declarations() if compiler.vector_math else ""
+        library = compiler.build(SOURCE.replace("#include <math.h>\n",
+                                                "#include <math.h>\n" + declarations))
         common = [_P, _I64, _I64, _I64, _I64, _I64, _I64, _P, _P, _P, _P, _P, _P, _P, _P,
                   ctypes.c_int, ctypes.c_double]
         for dtype, (address, wide) in gemm.pointers().items():
@@ -202,8 +234,9 @@ class NativeAttention:
 
     def forward(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
                 out: np.ndarray, lse: np.ndarray, causal: bool, scale: float) -> None:
-        """``out`` ``[batch, heads, seq_q, value_dim]`` and ``lse`` ``[batch, heads, seq_q]``,
-        both contiguous; ``mask`` (uint8, broadcast to the scores) true where forbidden."""
+        """``out`` ``[batch, heads, seq_q, value_dim]`` laid out as a contiguous ``[batch,
+        seq_q, heads, value_dim]`` (``interleaved``) and ``lse`` ``[batch, heads, seq_q]``,
+        contiguous; ``mask`` (uint8, broadcast to the scores) true where forbidden."""
         forward, _, gemm = self.entries[out.dtype.name]
         args, keep = self._common(q, k, v, mask, causal, scale)
         if forward(gemm, *args, out.ctypes.data, lse.ctypes.data):
@@ -213,8 +246,8 @@ class NativeAttention:
     def backward(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
                  grad: np.ndarray, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray,
                  causal: bool, scale: float) -> None:
-        """``dq``, ``dk``, ``dv`` (contiguous, the shapes of q, k, v) from ``grad`` of the
-        output, the weights recomputed block by block."""
+        """``dq``, ``dk``, ``dv`` (the shapes of q, k, v, laid out as ``interleaved`` says)
+        from ``grad`` of the output, the weights recomputed block by block."""
         _, backward, gemm = self.entries[dq.dtype.name]
         args, keep = self._common(q, k, v, mask, causal, scale)
         grad_strides = _strides(grad)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from burnish.cpu.module_ops import CpuModuleOps
 from burnish.cpu.quant_ops import CpuQuantOps
+from burnish.cpu.reduce_ops import CpuReduceOps
 from burnish.device import Device
 from burnish.dtype import STANDARD_DTYPES, DType
 from burnish.errors import UnsupportedError
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from burnish.jit.runtime import Runtime
 
 
-class CpuBackend(CpuModuleOps, CpuQuantOps, JitBackend):
+class CpuBackend(CpuModuleOps, CpuQuantOps, CpuReduceOps, JitBackend):
     """One device, the CPU, all its cores (``OMP_NUM_THREADS`` sets how many). Every burnish
     dtype; float16 and bfloat16 are stored in 16 bits and computed in float32. Kernels are
     compiled by ``$CC`` (else ``cc``) and cached under ``$BURNISH_CACHE_DIR/cpu-kernels``;

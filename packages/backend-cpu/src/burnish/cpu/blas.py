@@ -225,6 +225,13 @@ def _plan(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[i
     c_off = (np.zeros(a_off.size, np.int64) if accumulate
              else offsets(c_shape[:-2], c_strides[:-2]))
     count = a_off.size
+    if (count > 1 and not accumulate and not ta and np.all(b_off == b_off[0])
+            and _even(a_off, m * lda * size) and _even(c_off, m * ldc * size)):
+        # One matrix times a batch whose rows follow on evenly (a weight shared by a batch of
+        # sequences): one product of every row, split between the threads, instead of
+        # ``count`` small ones.
+        m, count = m * count, 1
+        a_off, b_off, c_off = a_off[:1], b_off[:1], c_off[:1]
     parts_m = parts_n = 1
     work = m * n * k
     tasks = 1 if accumulate else count
@@ -235,3 +242,8 @@ def _plan(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[i
         else:
             parts_n = max(1, min(parts, n))
     return (ta, tb, m, n, k, lda, ldb, ldc, a_off, b_off, c_off, parts_m, parts_n)
+
+
+def _even(offsets: np.ndarray, step: int) -> bool:
+    """Whether ``offsets`` go up from the first by ``step`` each."""
+    return bool(np.all(offsets == offsets[0] + step * np.arange(offsets.size, dtype=np.int64)))

@@ -193,55 +193,6 @@ int NAME##_weight_grad(void *fn, const int64_t *g, const T *x, int64_t xsb, int6
     return failed != 0;                                                                      \
 }
 
-/* Max pooling of every (sample, channel) plane, with the flat spatial index of each max (the
-   first one, a NaN over any number; a window wholly in the padding gives 0 at index 0). */
-#define MAX_POOL(NAME, T)                                                                     \
-void NAME(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch,             \
-          int64_t channels, T *out, int64_t *index) {                                        \
-    const int64_t *in = g, *os = g + 3, *k = g + 6, *s = g + 9, *p = g + 12, *d = g + 15;     \
-    const int64_t *xs = g + 18;                                                              \
-    int64_t positions = os[0] * os[1] * os[2], planes = batch * channels;                    \
-    _Pragma("omp parallel for schedule(static) if (planes * positions >= 16384)")           \
-    for (int64_t plane = 0; plane < planes; plane++) {                                      \
-        const T *xp = x + (plane / channels) * xsb + (plane % channels) * xsc;              \
-        T *o = out + plane * positions;                                                      \
-        int64_t *at = index ? index + plane * positions : NULL;                              \
-        for (int64_t o0 = 0; o0 < os[0]; o0++)                                               \
-        for (int64_t o1 = 0; o1 < os[1]; o1++)                                               \
-        for (int64_t o2 = 0; o2 < os[2]; o2++) {                                             \
-            T best = 0;                                                                      \
-            int64_t where = 0;                                                               \
-            int found = 0;                                                                   \
-            for (int64_t t0 = 0; t0 < k[0]; t0++) {                                          \
-                int64_t q0 = o0 * s[0] - p[0] + t0 * d[0];                                   \
-                if (q0 < 0 || q0 >= in[0]) continue;                                         \
-                for (int64_t t1 = 0; t1 < k[1]; t1++) {                                      \
-                    int64_t q1 = o1 * s[1] - p[1] + t1 * d[1];                               \
-                    if (q1 < 0 || q1 >= in[1]) continue;                                     \
-                    const T *row = xp + q0 * xs[0] + q1 * xs[1];                             \
-                    int64_t flat = (q0 * in[1] + q1) * in[2];                                \
-                    for (int64_t t2 = 0; t2 < k[2]; t2++) {                                  \
-                        int64_t q2 = o2 * s[2] - p[2] + t2 * d[2];                           \
-                        if (q2 < 0 || q2 >= in[2]) continue;                                 \
-                        T v = row[q2 * xs[2]];                                               \
-                        if (!found || v > best || v != v) {                                  \
-                            best = v;                                                        \
-                            where = flat + q2;                                               \
-                            found = 1;                                                       \
-                        }                                                                    \
-                    }                                                                        \
-                }                                                                            \
-            }                                                                                \
-            int64_t q = (o0 * os[1] + o1) * os[2] + o2;                                      \
-            o[q] = best;                                                                     \
-            if (at) at[q] = where;                                                           \
-        }                                                                                    \
-    }                                                                                        \
-}
-
-MAX_POOL(burnish_max_pool_f32, float)
-MAX_POOL(burnish_max_pool_f64, double)
-
 CONV(burnish_conv_f32_i64, burnish_f32, float, int64_t)
 CONV(burnish_conv_f64_i64, burnish_f64, double, int64_t)
 CONV(burnish_conv_f32_i32, burnish_f32, float, int32_t)
@@ -276,23 +227,16 @@ def geometry(in_size: tuple[int, ...], out_size: tuple[int, ...], kernel: tuple[
 
 
 class NativeConv:
-    """The compiled convolutions (over ``blas.Gemm``'s BLAS functions) and max pooling of
-    ``SOURCE``."""
+    """The compiled convolutions of ``SOURCE``, over ``blas.Gemm``'s BLAS functions."""
 
     def __init__(self, compiler: Any, gemm: Any) -> None:
         self.entries: dict[str, tuple[Any, Any, int]] = {}
-        self.pools: dict[str, Any] = {}
         if not compiler.openmp:
             return
         library = compiler.build(SOURCE)
         self.patches = library.burnish_patches_u8
         self.patches.argtypes = [_P, _P, _I64, _I64, _I64, _I64, ctypes.c_uint8, _P]
         self.patches.restype = None
-        for dtype in ("float32", "float64"):
-            pool = getattr(library, f"burnish_max_pool_{'f32' if dtype == 'float32' else 'f64'}")
-            pool.argtypes = [_P, _P, _I64, _I64, _I64, _I64, _P, _P]
-            pool.restype = None
-            self.pools[dtype] = pool
         for dtype, (address, wide) in gemm.pointers().items():
             name = f"burnish_conv_{'f32' if dtype == 'float32' else 'f64'}_" \
                    f"{'i64' if wide else 'i32'}"
@@ -342,12 +286,3 @@ class NativeConv:
         8-bit ``x`` (any strides), ``pad`` (a byte) where a tap falls in the padding."""
         self.patches(words.ctypes.data, x.ctypes.data, x.strides[0], x.strides[1], x.shape[0],
                      x.shape[1], pad & 0xFF, out.ctypes.data)
-
-    def max_pool(self, x: np.ndarray, out: np.ndarray, index: np.ndarray | None,
-                 words: np.ndarray) -> None:
-        """``out`` (and ``index``, the int64 flat spatial index of each max), contiguous
-        ``[batch, channels, *out_size]``, from ``x`` (any strides)."""
-        size = x.dtype.itemsize
-        self.pools[out.dtype.name](words.ctypes.data, x.ctypes.data, x.strides[0] // size,
-                                   x.strides[1] // size, x.shape[0], x.shape[1],
-                                   out.ctypes.data, None if index is None else index.ctypes.data)

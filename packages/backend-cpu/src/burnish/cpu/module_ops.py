@@ -1,7 +1,8 @@
-"""Convolutions' weight gradients on the CPU: each sample's patch matrix times the output's
-gradient, summed over the batch by ``burnish.cpu.conv`` (forward convolutions and input
-gradients go there through ``CpuRuntime.library_conv``); where that cannot run, burnish.jit's
-patch matrix times the gradient in one BLAS product per group."""
+"""Module ops' backward passes on the CPU. Convolutions' weight gradients: each sample's patch
+matrix times the output's gradient, summed over the batch by ``burnish.cpu.conv`` (forward
+convolutions and input gradients go there through ``CpuRuntime.library_conv``); where that
+cannot run, burnish.jit's patch matrix times the gradient in one BLAS product per group. Max
+pooling's input gradient: one pass of ``burnish.cpu.pool`` per plane."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from burnish.cpu.blas import Gemm
 from burnish.cpu.conv import NativeConv, geometry
+from burnish.cpu.pool import NativePool
 from burnish.jit.backend.module_ops import JitModuleOps
 from burnish.jit.kernels import conv as conv_kernels
 from burnish.jit.kernels.elementwise import plain
@@ -18,7 +20,22 @@ from burnish.jit.tensor import JitTensor, numel
 
 
 class CpuModuleOps(JitModuleOps):
-    """``conv_weight_grad`` through NumPy's BLAS for float32 and float64."""
+    """``conv_weight_grad`` through NumPy's BLAS and ``max_pool_backward`` in compiled C, for
+    float32 and float64."""
+
+    def max_pool_backward(self, grad, indices, x_shape, dtype):
+        if (dtype.name not in NativePool.dtypes or grad.dtype != dtype
+                or indices.dtype.name != "int64"):
+            return super().max_pool_backward(grad, indices, x_shape, dtype)
+        runtime = grad.runtime
+        shape = tuple(x_shape)
+        itemsize = np.dtype(dtype.name).itemsize
+        out = JitTensor(runtime.pool.alloc(max(1, numel(shape)) * itemsize), shape, dtype,
+                        grad.device, runtime)
+        if numel(shape):
+            runtime.host(_max_pool_backward, (plain(grad), plain(indices)), (out,),
+                         runtime.native_pool)
+        return out
 
     def conv_weight_grad(self, x, grad, kernel, stride, padding, dilation, groups):
         runtime = x.runtime
@@ -56,6 +73,11 @@ class CpuModuleOps(JitModuleOps):
                               grad.offset + start * out_channels * positions)
             runtime.host(_accumulate, (grads, cols), (result,), start == 0, runtime.gemm)
         return out
+
+
+def _max_pool_backward(grad: np.ndarray, indices: np.ndarray, out: np.ndarray,
+                       native: NativePool) -> None:
+    native.backward(grad, indices, out)
 
 
 def _weight_grad(x: np.ndarray, grad: np.ndarray, result: np.ndarray, words: tuple[int, ...],

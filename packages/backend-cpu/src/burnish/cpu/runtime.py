@@ -16,13 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from burnish.cpu.attention import NativeAttention, takes
+from burnish.cpu.attention import NativeAttention, interleaved, takes
 from burnish.cpu.blas import Gemm
 from burnish.cpu.compiler import Compiler
 from burnish.cpu.conv import NativeConv, geometry
 from burnish.cpu.int8_gemm import Int8Gemm
 from burnish.cpu.int8_quantize import Int8Quantize
+from burnish.cpu.pool import NativePool
 from burnish.cpu.recurrent import NativeRecurrent, weight_layout
+from burnish.cpu.reduce import NativeReduce
 from burnish.jit import ir
 from burnish.jit.codegen.cpu import CpuGenerator
 from burnish.jit.runtime import Runtime
@@ -69,6 +71,8 @@ class CpuRuntime(Runtime):
         self.threads = os.cpu_count() or 1
         self._gemm: Gemm | None = None
         self._conv: NativeConv | None = None
+        self._pool: NativePool | None = None
+        self._reduce: NativeReduce | None = None
         self._attention: NativeAttention | None = None
         self._recurrent: NativeRecurrent | None = None
         self._int8_gemm: Int8Gemm | None = None
@@ -179,15 +183,31 @@ class CpuRuntime(Runtime):
         self.host(_conv, inputs, (out,), words, groups, transposed, self.native_conv)
         return True
 
+    @property
+    def native_pool(self) -> NativePool:
+        """Max pooling in compiled C (made at the first use)."""
+        if self._pool is None:
+            self._pool = NativePool(self.compiler)
+        return self._pool
+
+    @property
+    def native_reduce(self) -> NativeReduce:
+        """Float sums and means in compiled C (made at the first use)."""
+        if self._reduce is None:
+            self._reduce = NativeReduce(self.compiler)
+        return self._reduce
+
     def library_max_pool(self, x: JitTensor, out: JitTensor, index: JitTensor | None,
                          kernel: tuple[int, ...], stride: tuple[int, ...],
                          padding: tuple[int, ...], dilation: tuple[int, ...]) -> bool:
-        """Float max pooling of 1 to 3 spatial dims in compiled C, plane by plane."""
-        if not 1 <= len(kernel) <= 3 or x.dtype.name not in self.native_conv.pools:
+        """float32/float64 max pooling of 1 to 3 spatial dims through ``burnish.cpu.pool``,
+        a line of outputs at a time."""
+        if (not 1 <= len(kernel) <= 3 or x.dtype.name not in NativePool.dtypes
+                or math.prod(x.shape[2:]) > NativePool.max_plane):
             return False
         words = _words(x, out, kernel, stride, padding, dilation)
         outputs = (out,) if index is None else (out, index)
-        self.host(_max_pool, (x,), outputs, words, self.native_conv)
+        self.host(_max_pool, (x,), outputs, words, self.native_pool)
         return True
 
     @property
@@ -207,6 +227,12 @@ class CpuRuntime(Runtime):
         nbytes = max(1, math.prod(shape)) * np.dtype(like.dtype.name).itemsize
         return JitTensor(self.pool.alloc(nbytes), shape, like.dtype, like.device, self)
 
+    def _new_heads(self, shape: tuple[int, ...], like: JitTensor) -> JitTensor:
+        """``[batch, heads, seq, dim]`` over a plain ``[batch, seq, heads, dim]`` buffer
+        (``burnish.cpu.attention.interleaved``)."""
+        stored, strides = interleaved(tuple(shape))
+        return self._new(stored, like).view(tuple(shape), strides, 0)
+
     def library_attention(self, q: JitTensor, k: JitTensor, v: JitTensor,
                           mask: JitTensor | None, scale: float, causal: bool
                           ) -> tuple[JitTensor, JitTensor] | None:
@@ -214,7 +240,7 @@ class CpuRuntime(Runtime):
         made by BLAS and softmaxed while in the cache."""
         if not self._attention_takes(q, k, v):
             return None
-        out = self._new((*q.shape[:3], v.shape[3]), q)
+        out = self._new_heads((*q.shape[:3], v.shape[3]), q)
         lse = self._new(tuple(q.shape[:3]), q)
         inputs = (q, k, v) if mask is None else (q, k, v, mask)
         self.host(_attention, inputs, (out, lse), causal, scale, self.native_attention)
@@ -226,7 +252,8 @@ class CpuRuntime(Runtime):
                                    ) -> tuple[JitTensor, JitTensor, JitTensor] | None:
         if not self._attention_takes(q, k, v, grad):
             return None
-        grads = (self._new(q.shape, q), self._new(k.shape, k), self._new(v.shape, v))
+        grads = (self._new_heads(q.shape, q), self._new_heads(k.shape, k),
+                 self._new_heads(v.shape, v))
         inputs = (q, k, v, grad) if mask is None else (q, k, v, grad, mask)
         self.host(_attention_backward, inputs, grads, causal, scale, self.native_attention)
         return grads
@@ -334,10 +361,10 @@ def _conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> None:
 
 
 def _max_pool(x: np.ndarray, *rest: Any) -> None:
-    """``NativeConv.max_pool`` with the arguments ``CpuRuntime.library_max_pool`` recorded."""
+    """``NativePool.forward`` with the arguments ``CpuRuntime.library_max_pool`` recorded."""
     *outputs, words, native = rest
     out, index = outputs if len(outputs) == 2 else (outputs[0], None)
-    native.max_pool(x, out, index, np.array(words, np.int64))
+    native.forward(x, out, index, np.array(words, np.int64))
 
 
 def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *rest: Any) -> None:

@@ -7,6 +7,7 @@ per spatial dim; ``Tensor`` and ``burnish.functional`` have checked that the sha
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 
 from burnish.backend.base import Primitive
@@ -119,6 +120,23 @@ class ModuleOps(ABC):
                  ceil_mode: bool) -> Primitive:
         """Max over each window (padding is -inf)."""
         return self.max_pool_with_indices(x, kernel, stride, padding, dilation, ceil_mode)[0]
+
+    def max_pool_backward(self, grad: Primitive, indices: Primitive, x_shape: Dims,
+                          dtype: DType) -> Primitive:
+        """The gradient of ``max_pool_with_indices`` (or ``adaptive_max_pool_with_indices``)
+        with respect to its input ``x`` of shape ``x_shape``: zeros with each element of
+        ``grad`` (the output's gradient, ``[batch, channels, *out]``) added at its index in
+        ``indices`` (the forward pass's, flattened over the spatial dims of ``x``); windows
+        that chose the same element add up. The default is ``scatter_add`` into zeros over
+        the flattened spatial dims."""
+        batch, channels = x_shape[:2]
+        count = math.prod(grad.shape[2:])
+        flat_grad = self.reshape(grad, (batch, channels, count))
+        flat_indices = self.reshape(indices, (batch, channels, count))
+        zeros = self.zeros((batch, channels, math.prod(x_shape[2:])), dtype,
+                           self._device_of(grad))  # type: ignore[attr-defined]  # LayoutOps'
+        return self.reshape(self.scatter_add(zeros, 2, flat_indices, flat_grad),
+                            tuple(x_shape))
 
     @abstractmethod
     def adaptive_avg_pool(self, x: Primitive, output_size: Dims) -> Primitive:

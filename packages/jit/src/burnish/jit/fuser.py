@@ -28,7 +28,8 @@ class JitFuser:
     #: here that did record would just run eagerly.)
     eager = frozenset({
         "conv", "conv_transpose", "avg_pool", "max_pool", "max_pool_with_indices",
-        "adaptive_avg_pool", "adaptive_max_pool", "adaptive_max_pool_with_indices",
+        "max_pool_backward", "adaptive_avg_pool", "adaptive_max_pool",
+        "adaptive_max_pool_with_indices",
         "interpolate", "max_with_indices", "min_with_indices", "cumsum", "cumprod", "argsort",
         "sort", "sort_with_indices", "softmax", "log_softmax", "softmax_backward",
         "log_softmax_backward", "lstm_cell", "lstm_cell_backward", "gru_cell",
