@@ -422,8 +422,8 @@ class Watch:
         self.base = self.peak = env.in_use()
         original = pool.alloc
 
-        def alloc(nbytes: int):  # in use only grows at an allocation: sampling there is exact
-            buffer = original(nbytes)
+        def alloc(nbytes: int, **options):  # in use only grows at an allocation: exact
+            buffer = original(nbytes, **options)
             self.peak = max(self.peak, env.in_use())
             return buffer
 

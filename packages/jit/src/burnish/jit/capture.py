@@ -68,6 +68,9 @@ class Recorder:
         self.allocated: set[int] = set()
         #: id(handle) -> the command indices at which the pool gave it out (``JitRecord``)
         self.births: dict[int, list[int]] = {}
+        #: The bytes each of those allocations asked for (the pool hands out more: size
+        #: classes), in the same order.
+        self.asked: dict[int, list[int]] = {}
         #: ids of handles that held a value from before the call and were given out again
         self.consumed: dict[int, str] = {}
         #: ids of handles some launch or copy wrote
@@ -97,7 +100,7 @@ class Recorder:
 
     # -- what the runtime and its pool report -----------------------------------------------
 
-    def allocated_handle(self, handle: Any) -> None:
+    def allocated_handle(self, handle: Any, nbytes: int) -> None:
         if threading.get_ident() != self.thread:
             return
         key = id(handle)
@@ -106,6 +109,7 @@ class Recorder:
             self.consumed.setdefault(key, self.locations[-1] if self.locations else where())
         self.allocated.add(key)
         self.births.setdefault(key, []).append(len(self.commands))
+        self.asked.setdefault(key, []).append(nbytes)
 
     def _touch(self, handle: Any, use: str) -> None:
         key = id(handle)
@@ -394,12 +398,12 @@ class JitRecord:
 
         #: The memory the record's outputs and working buffers share (``_share_memory``).
         self.blocks: list[DeviceBuffer] = []
-        self.commands = self._share_memory(commands, recorder.births)
+        self.commands = self._share_memory(commands, recorder.births, recorder.asked)
         self.replayer = runtime.replayer(self.commands)
         self._output_handles = {id(s.handle): key for key, s in self.outputs.items()}
 
-    def _share_memory(self, commands: list[tuple], births: dict[int, list[int]]
-                      ) -> list[tuple]:
+    def _share_memory(self, commands: list[tuple], births: dict[int, list[int]],
+                      asked: dict[int, list[int]]) -> list[tuple]:
         """``commands`` with the record's working buffers and outputs packed into less memory.
 
         Each allocation the recorded call made (``births``: where each of the record's buffers
@@ -450,12 +454,21 @@ class JitRecord:
             free.setdefault(holder.nbytes, []).append(holder)
         owned.clear()
         self.internal = []
-        place = _blocks if runtime.view is None else _arena
-        handle_of, self.blocks = place(runtime, spans, nbytes, free)
+        # Whole buffers reuse the recorded ones (of their size classes); an arena holds each
+        # allocation in the bytes it asked for, in 256-byte steps.
+        sizes = {alloc: nbytes[alloc[0]] for alloc in spans}
+        if runtime.view is None:
+            handle_of, self.blocks = _blocks(runtime, spans, sizes, free)
+        else:
+            for key, generation in spans:
+                if generation < len(asked.get(key, ())):
+                    sizes[(key, generation)] = min(asked[key][generation], nbytes[key])
+            handle_of, self.blocks = _arena(runtime, spans, sizes, free)
         for key, slot in self.outputs.items():
             generation = max(len(births.get(key, ())) - 1, 0)
             slot.holder = _new(DeviceBuffer)
-            slot.holder.pool, slot.holder.nbytes = None, nbytes[key]
+            slot.holder.pool = None
+            slot.holder.nbytes = -(-sizes[(key, generation)] // _ALIGN) * _ALIGN
             slot.holder.handle = handle_of[(key, generation)]
         relocated = []
         for command, used in zip(commands, uses):
@@ -550,7 +563,7 @@ class JitRecord:
         self.replayer = None
 
 
-def _blocks(runtime: Runtime, spans: dict[tuple, list[int]], nbytes: dict[int, int],
+def _blocks(runtime: Runtime, spans: dict[tuple, list[int]], nbytes: dict[tuple, int],
             free: dict[int, list[DeviceBuffer]]) -> tuple[dict[tuple, Any], list[DeviceBuffer]]:
     """Allocations (``spans``: each one's first and last command) packed into whole buffers,
     one allocation at a time in each: greedy by size, the largest first, each into the
@@ -559,14 +572,14 @@ def _blocks(runtime: Runtime, spans: dict[tuple, list[int]], nbytes: dict[int, i
     first, the rest from the pool)."""
     blocks: list[list] = []  # [size, [(first, last), ...]]
     block_of: dict[tuple, list] = {}
-    for alloc in sorted(spans, key=lambda a: -nbytes[a[0]]):
+    for alloc in sorted(spans, key=lambda a: -nbytes[a]):
         first, last = spans[alloc]
         fits = [b for b in blocks if all(last < a or first > z for a, z in b[1])]
         if fits:  # the smallest: big blocks stay free for big allocations
             block = min(fits, key=lambda b: b[0])
             block[1].append((first, last))
         else:
-            block = [nbytes[alloc[0]], [(first, last)]]
+            block = [nbytes[alloc], [(first, last)]]
             blocks.append(block)
         block_of[alloc] = block
     memory: dict[int, DeviceBuffer] = {}
@@ -586,17 +599,17 @@ def _blocks(runtime: Runtime, spans: dict[tuple, list[int]], nbytes: dict[int, i
 _ALIGN = 256
 
 
-def _arena(runtime: Runtime, spans: dict[tuple, list[int]], nbytes: dict[int, int],
+def _arena(runtime: Runtime, spans: dict[tuple, list[int]], nbytes: dict[tuple, int],
            free: dict[int, list[DeviceBuffer]]) -> tuple[dict[tuple, Any], list[DeviceBuffer]]:
     """Allocations (``spans``: each one's first and last command) placed at offsets of one
     buffer (runtimes whose handles can point into a buffer: ``Runtime.view``): greedy by size,
     as TensorFlow Lite places its tensors: the largest first, each into the smallest gap
     between the allocations already placed that are in use at the same time, else above
     them. Returns each allocation's handle and the buffer."""
-    order = sorted(spans, key=lambda a: -nbytes[a[0]])
+    order = sorted(spans, key=lambda a: -nbytes[a])
     count = len(order)
     offsets = np.zeros(count, np.int64)
-    sizes = np.array([-(-nbytes[a[0]] // _ALIGN) * _ALIGN for a in order], np.int64)
+    sizes = np.array([-(-nbytes[a] // _ALIGN) * _ALIGN for a in order], np.int64)
     firsts = np.array([spans[a][0] for a in order], np.int64)
     lasts = np.array([spans[a][1] for a in order], np.int64)
     for i in range(count):
@@ -611,7 +624,7 @@ def _arena(runtime: Runtime, spans: dict[tuple, list[int]], nbytes: dict[int, in
         offsets[i] = offset if best is None else best
     free.clear()  # the recorded buffers go back to the pool, before the arena is taken
     total = int((offsets + sizes).max()) if count else 0
-    arena = runtime.pool.alloc(max(total, _ALIGN))
+    arena = runtime.pool.alloc(max(total, _ALIGN), exact=True)  # no size class: it is kept
     return ({alloc: runtime.view(arena.handle, int(offsets[i])) for i, alloc in enumerate(order)},
             [arena])
 

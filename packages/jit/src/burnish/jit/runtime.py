@@ -401,15 +401,18 @@ class BufferPool:
         #: The capture recording this pool's allocations (``burnish.jit.capture``), if any.
         self.recorder: Any = None
 
-    def alloc(self, nbytes: int) -> DeviceBuffer:
-        size = self._classes.get(nbytes)
+    def alloc(self, nbytes: int, exact: bool = False) -> DeviceBuffer:
+        """A buffer of at least ``nbytes``: of its size class (so that freed buffers serve
+        later requests of similar size), or, ``exact``, of ``nbytes`` in 256-byte steps (one
+        large buffer kept for a long time: a capture's arena)."""
+        size = self._classes.get(nbytes) if not exact else -(-max(nbytes, 4) // 256) * 256
         if size is None:
             size = size_class(nbytes)
             if len(self._classes) >= 4096:
                 self._classes.clear()
             self._classes[nbytes] = size
         if self.recorder is not None:
-            return self._recorded_alloc(size)
+            return self._recorded_alloc(size, nbytes)
         handle = None
         bucket = self._free.get(size)
         if bucket:
@@ -429,14 +432,15 @@ class BufferPool:
         buffer.pool, buffer.handle, buffer.nbytes = self, handle, size
         return buffer
 
-    def _recorded_alloc(self, size: int) -> DeviceBuffer:
-        """``alloc`` while a capture records: the recorder hears of every handle given out."""
+    def _recorded_alloc(self, size: int, nbytes: int) -> DeviceBuffer:
+        """``alloc`` while a capture records: the recorder hears of every handle given out,
+        and of the bytes asked for."""
         recorder, self.recorder = self.recorder, None
         try:
-            buffer = self.alloc(size)
+            buffer = self.alloc(size, exact=True)  # ``size`` is final already
         finally:
             self.recorder = recorder
-        recorder.allocated_handle(buffer.handle)
+        recorder.allocated_handle(buffer.handle, nbytes)
         return buffer
 
     def _trim(self) -> None:
