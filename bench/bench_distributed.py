@@ -171,7 +171,7 @@ def gpt_worker(args: argparse.Namespace) -> dict:
         for mode in modes:
             # The reducer's buckets all after the pass, as for a communicator that cannot
             # overlap.
-            reducer.overlap_backward = None if mode == "overlap" else False
+            reducer.overlap_backward = mode == "overlap"
             for _ in range(args.warmup):
                 model, loss = step(model, mode)
             loss.item()
