@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from burnish.cpu.reduce import NativeReduce
@@ -35,7 +37,7 @@ class CpuReduceOps(JitReduceOps):
             outer, n, inner = 1, numel(shape), 1
         else:
             outer, n, inner = numel(shape[:dim]), shape[dim], numel(shape[dim + 1:])
-        runtime = x.runtime
+        runtime: Any = x.runtime  # a CpuRuntime: host calls and the compiled sums
         out_shape = out_shape_of(shape, dim)
         out = JitTensor(runtime.pool.alloc(numel(out_shape) * np.dtype(x.dtype.name).itemsize),
                         out_shape, x.dtype, x.device, runtime)

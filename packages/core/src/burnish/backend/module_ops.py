@@ -134,7 +134,7 @@ class ModuleOps(ABC):
         flat_grad = self.reshape(grad, (batch, channels, count))
         flat_indices = self.reshape(indices, (batch, channels, count))
         zeros = self.zeros((batch, channels, math.prod(x_shape[2:])), dtype,
-                           self._device_of(grad))  # type: ignore[attr-defined]  # LayoutOps'
+                           self._device_of(grad))
         return self.reshape(self.scatter_add(zeros, 2, flat_indices, flat_grad),
                             tuple(x_shape))
 
