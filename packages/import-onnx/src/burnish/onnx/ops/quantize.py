@@ -48,18 +48,11 @@ def quantize_linear(x: Tensor, scale: Tensor, zero_point: Tensor | None, dtype_n
     (zero by ONNX's rule) left out."""
     if dtype_name in FLOAT_TYPES:
         return cast(x / _along(scale, x, axis, block_size).cast(x.dtype), dtype_name, saturate)
-    if dtype_name in ("int8", "uint8") and not block_size and x.dtype is bn.float32 \
-            and scale.dtype is bn.float32 and (scale.numel() == 1 or scale.ndim == 1) \
-            and x.ndim:
+    if x.dtype is bn.float32 and _eight_bits(dtype_name, x, scale, block_size):
         # burnish's own quantize: the same arithmetic (float32 division, half to even, the
         # zero point, then the type's range), in one pass on backends with a kernel for it.
-        granularity = PerTensor() if scale.numel() == 1 else PerChannel(axis)
-        scheme = QuantScheme(dtype_name, granularity, "affine")
-        shape = list(scales_shape(scheme, tuple(x.shape)))
-        points = (zero_point.cast(DTYPES[dtype_name]).reshape(shape) if zero_point is not None
-                  else Tensor.zeros(shape, x.device, DTYPES[dtype_name]))
-        return quantization.quantize(x, scheme, scales=scale.reshape(shape),
-                                     zero_points=points).values
+        scheme, scales, points = _linear_scheme(dtype_name, x, scale, zero_point, axis)
+        return quantization.quantize(x, scheme, scales=scales, zero_points=points).values
     q = (x / _along(scale, x, axis, block_size).cast(x.dtype)).round().cast(bn.int32)
     if zero_point is not None:
         q = q + _along(zero_point, x, axis, block_size).cast(bn.int32)
@@ -72,23 +65,42 @@ def dequantize_linear(x: Tensor, scale: Tensor, zero_point: Tensor | None = None
     """ONNX DequantizeLinear: ``(x - zero_point) * scale`` in float32, then in the scale's
     dtype (or ``dtype_name``); a float8 or float4 ``x``'s zero point is zero by ONNX's rule
     and left out."""
-    if x.dtype.name in ("int8", "uint8") and not block_size and scale.dtype is bn.float32 \
-            and dtype_name in (None, "float32") and x.ndim \
-            and (scale.numel() == 1 or scale.ndim == 1):
+    if dtype_name in (None, "float32") and _eight_bits(x.dtype.name, x, scale, block_size):
         # burnish's own dequantize: the same float32 arithmetic, in one pass on backends with
         # a kernel for it.
-        granularity = PerTensor() if scale.numel() == 1 else PerChannel(axis)
-        scheme = QuantScheme(x.dtype.name, granularity, "affine")
-        shape = list(scales_shape(scheme, tuple(x.shape)))
-        points = (zero_point.cast(x.dtype).reshape(shape) if zero_point is not None
-                  else Tensor.zeros(shape, x.device, x.dtype))
-        return QuantizedTensor.from_parts(x, scale.reshape(shape), points, scheme,
-                                          list(x.shape)).dequantize()
+        scheme, scales, points = _linear_scheme(x.dtype.name, x, scale, zero_point, axis)
+        return QuantizedTensor.from_parts(x, scales, points, scheme, list(x.shape)).dequantize()
     y = x.cast(bn.float32)
     if zero_point is not None and not x.dtype.is_float:
         y = y - _along(zero_point, x, axis, block_size).cast(bn.float32)
     y = y * _along(scale, x, axis, block_size).cast(bn.float32)
     return y.cast(DTYPES[dtype_name] if dtype_name else scale.dtype)
+
+
+def _eight_bits(value: str, x: Tensor, scale: Tensor, block_size: int) -> bool:
+    """Whether burnish's quantized tensors hold ONNX's linear quantization of ``x``: 8-bit
+    values, float32 scales, one for the whole tensor or one per index of an axis."""
+    return value in ("int8", "uint8") and not block_size and scale.dtype is bn.float32 \
+        and x.ndim > 0 and (scale.numel() == 1 or scale.ndim == 1)
+
+
+def _linear_scheme(value: str, x: Tensor, scale: Tensor, zero_point: Tensor | None,
+                   axis: int, symmetric: bool = False
+                   ) -> tuple[QuantScheme, Tensor, Tensor | None]:
+    """ONNX's 8-bit linear quantization of ``x`` as burnish's scheme, scales and zero points:
+    one scale, or one per index of ``axis``; affine, with the zero point (ONNX's default: 0),
+    or, with ``symmetric`` and no zero point for int8 values, symmetric (uint8's symmetric
+    zero would be 128)."""
+    granularity = PerTensor() if scale.numel() == 1 else PerChannel(axis)
+    affine = not (symmetric and zero_point is None and value == "int8")
+    scheme = QuantScheme(value, granularity, "affine" if affine else "symmetric")
+    shape = list(scales_shape(scheme, tuple(x.shape)))
+    points = None
+    if affine:
+        points = (zero_point.cast(scheme.zero_point_dtype).reshape(shape)
+                  if zero_point is not None else
+                  Tensor.zeros(shape, x.device, scheme.zero_point_dtype))
+    return scheme, scale.cast(bn.float32).reshape(shape), points
 
 
 def _centered(x: Tensor, zero_point: Tensor | None) -> Tensor:
@@ -157,15 +169,8 @@ def quantized(values: Tensor, scale: Tensor, zero_point: Tensor | None = None
     """An activation's DequantizeLinear operands as a burnish ``QuantizedTensor``: 8-bit
     ``values``, one float ``scale``, and the zero point (None: int8 about zero, symmetric;
     uint8 without one: zero). Nothing is computed: the integers are the stored values."""
-    value = values.dtype.name
-    affine = zero_point is not None or value != "int8"  # uint8's symmetric zero is 128
-    scheme = QuantScheme(value, PerTensor(), "affine" if affine else "symmetric")
-    scales = scale.cast(bn.float32).reshape([])
-    points = None
-    if affine:
-        points = (zero_point.cast(scheme.zero_point_dtype).reshape([])
-                  if zero_point is not None else
-                  Tensor.zeros([], values.device, scheme.zero_point_dtype))
+    scheme, scales, points = _linear_scheme(values.dtype.name, values, scale, zero_point, 0,
+                                            symmetric=True)
     return QuantizedTensor.from_parts(values, scales, points, scheme, list(values.shape))
 
 
