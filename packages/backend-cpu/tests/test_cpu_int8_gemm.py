@@ -14,6 +14,7 @@ import pytest
 
 import burnish
 from burnish import Tensor
+from burnish.conformance.reference import quantized_product
 from burnish.cpu import int8_gemm, quant_ops
 from burnish.cpu.compiler import Compiler
 from burnish.cpu.int8_gemm import MC, MR, NR, Int8Gemm
@@ -115,33 +116,6 @@ SCHEMES = [
 ]
 
 
-def _integer_reference(qx, qw) -> np.ndarray:
-    """The exact sums of the centred integers, scaled as the kernel scales them."""
-    def centred(q, axis):
-        ints = q.int_values().to_numpy().astype(np.int64)
-        points = q.zero_points
-        scheme = q.scheme
-        if points is None:
-            return ints - scheme.symmetric_zero
-        points = points.to_numpy().astype(np.int64)
-        if isinstance(scheme.granularity, PerChannel):
-            shape = [1] * ints.ndim
-            shape[axis] = -1
-            points = points.reshape(shape)
-        return ints - points
-
-    def scales(q, axis):
-        s = q.scales.to_numpy().astype(np.float32)
-        if isinstance(q.scheme.granularity, PerChannel):
-            shape = [1] * q.ndim
-            shape[axis] = -1
-            s = s.reshape(shape)
-        return s
-
-    sums = centred(qx, qx.ndim - 2) @ centred(qw, 1)
-    return sums.astype(np.int32).astype(np.float32) * (scales(qx, qx.ndim - 2) * scales(qw, 1))
-
-
 @pytest.mark.parametrize("backend_name", ["cpu", "autodiff+cpu"])
 @pytest.mark.parametrize("schemes", SCHEMES, ids=lambda s: f"{s[0]}-{s[1]}")
 def test_quantized_products_on_cpu_run_the_kernel_exactly(cpu, backend_name, schemes,
@@ -157,7 +131,7 @@ def test_quantized_products_on_cpu_run_the_kernel_exactly(cpu, backend_name, sch
         x = Tensor.from_data(rng.standard_normal(x_shape, dtype=np.float32) * 3, device)
         w = Tensor.from_data(rng.standard_normal((k, n), dtype=np.float32), device)
         qx, qw = x.quantize(schemes[0]), w.quantize(schemes[1])
-        expected = _integer_reference(qx, qw)
+        expected = quantized_product(qx, qw)
         before = len(calls)
         np.testing.assert_array_equal((qx @ qw).to_numpy(), expected)
         bias = Tensor.from_data(rng.standard_normal(n, dtype=np.float32), device)
@@ -277,7 +251,7 @@ def test_views_of_quantized_operands_run_the_kernel_exactly(cpu, monkeypatch):
         QuantScheme("int8", PerChannel(0))).transpose()
     qx = Tensor.from_data(rng.standard_normal((50, 14), dtype=np.float32), device).quantize(
         QuantScheme("uint8", mode="affine")).transpose().narrow(0, 3, 9)
-    np.testing.assert_array_equal((qx @ qw).to_numpy(), _integer_reference(qx, qw))
+    np.testing.assert_array_equal((qx @ qw).to_numpy(), quantized_product(qx, qw))
     assert calls == [1]
 
 

@@ -12,6 +12,7 @@ import pytest
 import burnish as bn
 from burnish import Tensor
 from burnish.backend.quant_ops import QuantizedPrimitive
+from burnish.conformance.reference import quantized_product
 from burnish.cuda import quant_ops
 from burnish.cuda.runtime import CudaRuntime
 from burnish.dtype import float32, int8, uint8
@@ -115,33 +116,6 @@ SHAPES = [((64, 128), 128, 96), ((7, 13), 13, 5), ((37, 1100), 1100, 45),
           ((2, 3, 70), 70, 33), ((1, 16), 16, 1)]
 
 
-def _integer_reference(qx, qw) -> np.ndarray:
-    """NumPy's exact int64 sums of the centred integers, scaled as the epilogue scales them."""
-    def centred(q, axis):
-        ints = q.int_values().to_numpy().astype(np.int64)
-        points, scheme = q.zero_points, q.scheme
-        if points is None:
-            return ints - scheme.symmetric_zero
-        points = points.to_numpy().astype(np.int64)
-        if isinstance(scheme.granularity, PerChannel):
-            shape = [1] * ints.ndim
-            shape[axis] = -1
-            points = points.reshape(shape)
-        return ints - points
-
-    def scales(q, axis):
-        s = q.scales.to_numpy().astype(np.float32)
-        if isinstance(q.scheme.granularity, PerChannel):
-            shape = [1] * q.ndim
-            shape[axis] = -1
-            s = s.reshape(shape)
-        return s
-
-    sums = centred(qx, qx.ndim - 2) @ centred(qw, 1)
-    assert np.abs(sums).max() < 2 ** 31
-    return sums.astype(np.int32).astype(np.float32) * (scales(qx, qx.ndim - 2) * scales(qw, 1))
-
-
 @pytest.mark.parametrize("schemes", SCHEMES, ids=lambda s: f"{s[0]}-{s[1]}")
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)
 def test_products_match_numpys_int64_sums_exactly(device, schemes, shapes, monkeypatch):
@@ -156,7 +130,7 @@ def test_products_match_numpys_int64_sums_exactly(device, schemes, shapes, monke
     x = Tensor.from_data(rng.standard_normal(x_shape, dtype=np.float32) * 3, device)
     w = Tensor.from_data(rng.standard_normal((k, n), dtype=np.float32), device)
     qx, qw = x.quantize(schemes[0]), w.quantize(schemes[1])
-    expected = _integer_reference(qx, qw)
+    expected = quantized_product(qx, qw)
     np.testing.assert_array_equal((qx @ qw).to_numpy(), expected)
     bias = Tensor.from_data(rng.standard_normal(n, dtype=np.float32), device)
     np.testing.assert_allclose(linear(qx, qw, bias).to_numpy(), expected + bias.to_numpy(),
@@ -173,11 +147,11 @@ def test_long_inner_dims_and_extreme_values_stay_exact(device):
     x = Tensor.from_data(np.full((3, k), -1.0, np.float32), device).quantize()
     w = Tensor.from_data(np.full((k, 20), -1.0, np.float32), device).quantize()
     assert int(x.int_values().to_numpy().min()) == -127
-    np.testing.assert_array_equal((x @ w).to_numpy(), _integer_reference(x, w))
+    np.testing.assert_array_equal((x @ w).to_numpy(), quantized_product(x, w))
     affine = QuantScheme("uint8", mode="affine")
     xa = Tensor.from_data(np.linspace(-1, 5, 3 * k, dtype=np.float32).reshape(3, k),
                           device).quantize(affine)
-    np.testing.assert_array_equal((xa @ w).to_numpy(), _integer_reference(xa, w))
+    np.testing.assert_array_equal((xa @ w).to_numpy(), quantized_product(xa, w))
 
 
 def test_half_results_are_rounded_once_from_the_float32_values(device):
@@ -189,7 +163,7 @@ def test_half_results_are_rounded_once_from_the_float32_values(device):
     got = _core.make(prim, device, bn.float16)
     assert got.dtype == bn.float16
     np.testing.assert_array_equal(got.to_numpy(),
-                                  _integer_reference(x, qw).astype(np.float16))
+                                  quantized_product(x, qw).astype(np.float16))
 
 
 def test_weights_are_packed_once_per_buffer(device, monkeypatch):
@@ -203,7 +177,7 @@ def test_weights_are_packed_once_per_buffer(device, monkeypatch):
     for rows in (5, 16, 3):
         qx = Tensor.from_data(rng.standard_normal((rows, 64), dtype=np.float32),
                               device).quantize()
-        np.testing.assert_array_equal((qx @ qw).to_numpy(), _integer_reference(qx, qw))
+        np.testing.assert_array_equal((qx @ qw).to_numpy(), quantized_product(qx, qw))
     # the weights once ([48 -> 48 rows, 64 -> 64 columns]); the int8 aligned lhs never
     assert packs == [(48, 48, 64)]
 
@@ -213,7 +187,7 @@ def test_a_transposed_weight_view_is_packed_from_where_it_lies(device):
     w = Tensor.from_data(rng.standard_normal((24, 40), dtype=np.float32), device)
     qw = w.permute(1, 0).quantize(QuantScheme(granularity=PerChannel(1)))
     qx = Tensor.from_data(rng.standard_normal((6, 40), dtype=np.float32), device).quantize()
-    np.testing.assert_array_equal((qx @ qw).to_numpy(), _integer_reference(qx, qw))
+    np.testing.assert_array_equal((qx @ qw).to_numpy(), quantized_product(qx, qw))
 
 
 def test_other_schemes_fall_back_to_the_default(device, monkeypatch):

@@ -1,4 +1,5 @@
-"""Naive float64 NumPy references for the module ops, written from PyTorch's formulas."""
+"""Naive float64 NumPy references for the module ops, written from PyTorch's formulas, and the
+exact integer product that 8-bit kernels compute."""
 
 from __future__ import annotations
 
@@ -283,3 +284,37 @@ def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     x = np.asarray(x, np.float64)
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+# -- quantized products ----------------------------------------------------------------------------
+
+
+def quantized_product(qx, qw) -> np.ndarray:
+    """``qx @ qw`` of two quantized tensors as an integer kernel computes it: NumPy's exact
+    int64 sums of the centred integers (``q - zero_point``), which must fit int32, scaled once,
+    ``float32(sum) * (sx * sw)``, with ``qx``'s scales per tensor or per row and ``qw``'s per
+    tensor or per column."""
+    def centred(q, axis: int) -> np.ndarray:
+        ints = q.int_values().to_numpy().astype(np.int64)
+        if q.zero_points is None:
+            return ints - q.scheme.symmetric_zero
+        return ints - _along(q, q.zero_points.to_numpy().astype(np.int64), axis)
+
+    def scales(q, axis: int) -> np.ndarray:
+        return _along(q, q.scales.to_numpy().astype(np.float32), axis)
+
+    sums = centred(qx, qx.ndim - 2) @ centred(qw, 1)
+    if sums.size and np.abs(sums).max() >= 2 ** 31:
+        raise ValueError("quantized_product: the integer sums pass int32's range")
+    return sums.astype(np.int32).astype(np.float32) * (scales(qx, qx.ndim - 2) * scales(qw, 1))
+
+
+def _along(q, values: np.ndarray, axis: int) -> np.ndarray:
+    """A quantized tensor's per-channel parameters shaped to broadcast along ``axis``."""
+    from burnish.quantization import PerChannel
+
+    if not isinstance(q.scheme.granularity, PerChannel):
+        return values
+    shape = [1] * q.ndim
+    shape[axis] = -1
+    return values.reshape(shape)
