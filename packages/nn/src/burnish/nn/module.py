@@ -437,18 +437,28 @@ def _below(name: str, prefix: str) -> bool:
 
 
 def _walk(value: Any, path: str) -> Iterator[tuple[str, Param]]:
-    if isinstance(value, Param):
-        yield path, value
-    elif isinstance(value, Module):
-        for key, item in vars(value).items():
-            yield from _walk(item, join(path, key))
+    for _, _, name, item in _attributes(value, path):
+        if isinstance(item, Param):
+            yield name, item
+
+
+def _attributes(value: Any, path: str, owner: Any = None, key: Any = None
+                ) -> Iterator[tuple[Any, Any, str, Any]]:
+    """(holder, key, record path, value) of every value below ``value`` that is neither a
+    module nor a container: modules' attributes, list and tuple items, str-keyed dict values,
+    to any depth (the order parameters are named in)."""
+    if isinstance(value, Module):
+        for name, item in vars(value).items():
+            yield from _attributes(item, join(path, name), value, name)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            yield from _walk(item, join(path, str(i)))
+            yield from _attributes(item, join(path, str(i)), value, i)
     elif isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str):
-                yield from _walk(item, join(path, key))
+        for name, item in value.items():
+            if isinstance(name, str):
+                yield from _attributes(item, join(path, name), value, name)
+    else:
+        yield owner, key, path, value
 
 
 def _map_module(module: Module, path: str, mapper: ParamMapper) -> Any:
@@ -468,19 +478,9 @@ def _is_constant(module: Module, key: str, item: Any) -> bool:
 
 def _constant_holders(value: Any, path: str) -> Iterator[tuple[Module, str, str]]:
     """(module, attribute, record path) of every recorded constant below ``value``."""
-    if isinstance(value, Module):
-        for key, item in vars(value).items():
-            if _is_constant(value, key, item):
-                yield value, key, join(path, key)
-            else:
-                yield from _constant_holders(item, join(path, key))
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            yield from _constant_holders(item, join(path, str(i)))
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str):
-                yield from _constant_holders(item, join(path, key))
+    for owner, key, name, item in _attributes(value, path):
+        if isinstance(owner, Module) and _is_constant(owner, key, item):
+            yield owner, key, name
 
 
 def _constant_parts(module: Module) -> dict[str, Tensor]:
