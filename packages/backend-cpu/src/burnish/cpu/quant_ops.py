@@ -207,20 +207,13 @@ def _conv_products(patches: np.ndarray, sx: np.ndarray, sw: np.ndarray, *rest: A
     """``Int8Gemm.product`` of each sample's patch rows (the transposed patch matrix, read in
     place) and the weights (packed once, as ``_packed`` keeps them), each sample's result
     turned into channels-first rows (and the bias added) as it is copied out."""
-    *arrays, out, gemm, weights, (_, x_points, x_zero), (w_channel, w_points, w_zero), \
-        has_bias = rest
+    *arrays, out, gemm, weights, x_params, w_params, has_bias = rest
     bias = arrays.pop() if has_bias else None
-    zx = arrays.pop(0) if x_points else None
-    zw = arrays.pop(0) if w_points else None
     positions, channels = patches.shape[2], out.shape[1]
-    za = _vector(zx, False, positions, x_zero, np.int32)
-    zb = _vector(zw, w_channel, channels, w_zero, np.int32)
-    scale_a = _vector(sx, False, positions, 1.0, np.float32)
-    scale_b = _vector(sw, w_channel, channels, 1.0, np.float32)
+    vectors = _sums_params(arrays, sx, sw, x_params, w_params, positions, channels)
     rows = np.empty((positions, channels), np.float32)
     for sample in range(patches.shape[0]):
-        gemm.product(patches[sample].T, weights.packed, weights.signed, za, zb, scale_a,
-                     scale_b, rows)
+        gemm.product(patches[sample].T, weights.packed, weights.signed, *vectors, rows)
         if bias is None:
             out[sample] = rows.T
         else:
@@ -286,13 +279,22 @@ def _vector(params: np.ndarray | None, per_channel: bool, count: int, fill: floa
 
 def _product(a: np.ndarray, sa: np.ndarray, sb: np.ndarray, *rest: Any) -> None:
     """``Int8Gemm.product`` with the arguments ``CpuQuantOps.quantized_matmul`` recorded."""
-    *arrays, out, gemm, weights, (a_channel, a_points, a_zero), (b_channel, b_points, b_zero) \
-        = rest
-    za = arrays.pop(0) if a_points else None
-    zb = arrays.pop(0) if b_points else None
+    *arrays, out, gemm, weights, a_params, b_params = rest
     m, n = out.shape
     gemm.product(a, weights.packed, weights.signed,
-                 _vector(za, a_channel, m, a_zero, np.int32),
-                 _vector(zb, b_channel, n, b_zero, np.int32),
-                 _vector(sa, a_channel, m, 1.0, np.float32),
-                 _vector(sb, b_channel, n, 1.0, np.float32), out)
+                 *_sums_params(arrays, sa, sb, a_params, b_params, m, n), out)
+
+
+def _sums_params(points: list[np.ndarray], sa: np.ndarray, sb: np.ndarray,
+                 a: tuple[bool, bool, int], b: tuple[bool, bool, int], rows: int,
+                 columns: int) -> tuple[np.ndarray, ...]:
+    """The zero points and scales of a product's ``rows`` and ``columns`` as
+    ``Int8Gemm.product`` takes them, from each operand's ``_params`` and its arrays
+    (``points``: the zero points that exist, the left operand's first)."""
+    (a_channel, a_points, a_zero), (b_channel, b_points, b_zero) = a, b
+    za = points.pop(0) if a_points else None
+    zb = points.pop(0) if b_points else None
+    return (_vector(za, a_channel, rows, a_zero, np.int32),
+            _vector(zb, b_channel, columns, b_zero, np.int32),
+            _vector(sa, a_channel, rows, 1.0, np.float32),
+            _vector(sb, b_channel, columns, 1.0, np.float32))
