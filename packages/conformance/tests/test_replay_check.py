@@ -47,6 +47,7 @@ class ReplayingNothing:
 
     def record(self, *args):
         record = self.real.record(*args)
+        record.prepare()
         record.replayer = lambda copies: None
         return record
 
@@ -56,6 +57,7 @@ class CopyingNoInputs(ReplayingNothing):
 
     def record(self, *args):
         record = self.real.record(*args)
+        record.prepare()
         replayer = record.replayer
         record.replayer = lambda copies: replayer([])
         return record

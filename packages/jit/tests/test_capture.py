@@ -185,6 +185,50 @@ def test_a_training_step_with_dropout_replays(gpu):
         np.testing.assert_array_equal(q.val().to_numpy(), p.val().to_numpy())
 
 
+class _State:
+    """A plain object carried from call to call, as a training loop carries its model."""
+
+    def __init__(self, w: Tensor):
+        self.w = w
+        self.scale = 0.5
+
+
+def test_a_record_keeps_nothing_of_the_recorded_calls_results(gpu):
+    """``state = step(state)``: once the caller lets a result go, nothing of it stays, the
+    recorded calls' results included (the record's templates of them kept the returned objects
+    and their tensors' memory for as long as the record lived: a model's worth of parameters);
+    in steady state the pool holds the record's input, its packed memory and the caller's
+    state, and no tensor is moved to a copy of its own on a replay."""
+    import weakref
+
+    device = device_of(gpu)
+    pool = device.backend.runtime(device).pool
+    n = 256 * 1024  # floats: 1 MiB of state
+
+    def step(state):
+        return _State((state.w * state.scale + 1.0).tanh())
+
+    captured = bn.capture(step, strict=True)
+    state = _State(Tensor.from_data(np.ones(n, np.float32), device=device))
+    want = np.ones(n, np.float32)
+    results = []
+    in_use = []
+    for _ in range(8):
+        state = captured(state)
+        want = np.tanh(want * 0.5 + 1.0)
+        results.append(weakref.ref(state))
+        gc.collect()
+        stats = pool.stats()
+        in_use.append(stats["allocated_bytes"] - stats["free_bytes"])
+    np.testing.assert_allclose(state.w.to_numpy(), want, rtol=1e-6)
+    assert captured.stats()[0]["replays"] >= 4
+    assert all(ref() is None for ref in results[:-1])
+    # Replays in steady state: the same bytes in use each time, at most the input, the
+    # packed memory (the output and one temporary) and nothing more.
+    assert in_use[-1] == in_use[-2] == in_use[-3], in_use
+    assert in_use[-1] <= 3 * 4 * n + 64 * 1024, in_use
+
+
 def test_a_record_packs_buffers_whose_uses_do_not_overlap(gpu):
     """A buffer dead early (``a``) lends its memory to a later one of another size (``b``),
     which the eager run's pool could not (it reuses a buffer only within its size class);

@@ -161,6 +161,16 @@ class AutodiffCapturer:
                                "(detach() it, or compute it inside)")
         return (self.inner.spec(x.inner), node is not None)
 
+    def stand_in(self, x: P) -> P:
+        """``x`` as ``rebuild`` reads it: the inner capturer's stand-in, and the node only where
+        it is a leaf's (which holds no graph)."""
+        inner = getattr(self.inner, "stand_in", None)
+        out = P.__new__(P)
+        out.inner = x.inner if inner is None else inner(x.inner)
+        out.node = x.node if x.node is not None and x.node.leaf_id else None
+        out.shape = x.shape
+        return out
+
     def rebuild(self, template: P, x: Any) -> P:
         node = template.node
         inner = self.inner.rebuild(template.inner, x)

@@ -224,9 +224,10 @@ def _replay_inputs(record: Any, leaves: list[Any]) -> list[Any]:
                                 x.offset))
     for slot in record.inputs.values():
         slot.evict(runtime)
+    record.prepare()  # the working memory packed, as a first replay would
     slots = (*record.inputs.values(), *record.outputs.values())
     written = [(slot.handle, slot.holder.nbytes) for slot in slots]
-    written += [(buffer.handle, buffer.nbytes) for buffer in record.internal]
+    written += [(buffer.handle, buffer.nbytes) for buffer in record.blocks]
     for handle, nbytes in written:
         if nbytes:
             runtime.write(handle, 0, np.full(nbytes, 0xFF, np.uint8))

@@ -86,9 +86,12 @@ class BackendBase(ABC):
         default): captured functions run eagerly on this backend. A capturer has ``leaf(prim)``
         (the device-level value a record sees), ``spec(prim)`` (its layout, part of a record's
         key), ``rebuild(template, leaf)`` (a primitive like ``template`` around a replayed
-        value), ``begin(leaves)``, ``finish(leaves)`` (returns what was recorded), ``abort()``,
-        ``compare(a, b)`` (why recording ``b`` cannot be replayed, or where it differs from
-        ``a``; ``None`` when neither) and
+        value), optionally ``stand_in(prim)`` (what ``rebuild`` reads of a template, without
+        its memory: a record keeps templates of the call's results for as long as it lives,
+        and without a stand-in they keep the recorded results' memory), ``begin(leaves)``,
+        ``finish(leaves)`` (returns what was recorded), ``abort()``, ``compare(a, b)`` (why
+        recording ``b`` cannot be replayed, or where it differs from ``a``; ``None`` when
+        neither) and
         ``record(recorded, inputs, outputs)`` (a record with ``replay(inputs)``, ``valid()``
         and ``release()``); see ``burnish.jit.capture.JitCapturer``."""
         return None

@@ -262,11 +262,10 @@ class Captured:
                 return result
             entry.record = base.record(recorder, leaves, out_leaves)
             entry.recorder = None
-            entry.template = template
             entry.updated = updated
-            entry.states = [Leaf(after[i], self._capturer(after[i]._device)) for i in updated]
-            for leaf in leaves_of(template):
-                leaf.capturer = self._capturer(leaf.device)
+            entry.states = [Leaf(after[i]) for i in updated]
+            for leaf in [*leaves_of(template), *entry.states]:
+                leaf.settle(self._capturer(leaf.device))
             entry.build = builder(template)
             entry.state_builders = [builder(state) for state in entry.states]
         except CaptureError as error:
@@ -333,7 +332,6 @@ class _Entry:
         self.attempts = 0
         self.recorder: Any = None
         self.record: Any = None
-        self.template: Any = None
         self.updated: list[int] = []  # the held tensors a call replaces, by position
         self.states: list[Leaf] = []  # and what replaces them
         self.build: Any = None  # the template, as a function of the replayed values
@@ -363,7 +361,7 @@ class _Entry:
     def release(self) -> None:
         if self.record is not None:
             self.record.release()
-        self.record = self.recorder = self.template = self.build = None
+        self.record = self.recorder = self.build = None
 
 
 #: How many new signatures in a row, with no replay between them, mean that the signature

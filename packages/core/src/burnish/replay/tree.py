@@ -223,6 +223,16 @@ class Leaf:
         self.prim, self.device, self.dtype = tensor._prim, tensor._device, tensor._dtype
         self.capturer = capturer
 
+    def settle(self, capturer: Any) -> None:
+        """Bind the leaf to ``capturer`` for good, keeping of the recorded primitive only what
+        ``capturer.rebuild`` reads (``stand_in``, where the capturer has one): a record lives
+        as long as its function, and the recorded call's results (a model's parameters, an
+        optimizer's state) must not live that long with it."""
+        self.capturer = capturer
+        stand_in = getattr(capturer, "stand_in", None)
+        if stand_in is not None:
+            self.prim = stand_in(self.prim)
+
 
 def template_of(value: Any, tensors: list[Tensor], depth: int = 0) -> Any:
     """How to rebuild ``value`` with other tensors (``None`` where it cannot be): its tensors
@@ -287,6 +297,17 @@ def leaves_of(template: Any) -> list[Leaf]:
     return [leaf for part in template.parts.values() for leaf in leaves_of(part)]
 
 
+def _without_parts(value: Any, parts: list[tuple[Any, Any]]) -> Any:
+    """A shallow copy of the container or object ``value`` with ``None`` where its parts are."""
+    out = copy.copy(value)
+    for k, _ in parts:
+        if isinstance(out, dict | list):
+            out[k] = None
+        else:
+            object.__setattr__(out, k, None)
+    return out
+
+
 def builder(template: Any) -> Callable[[Iterator[Any]], Any]:
     """A function that makes ``template``'s value with the next tensors of an iterator of
     replayed values in place of the recorded ones. Worked out once per record, so that a
@@ -314,18 +335,24 @@ def builder(template: Any) -> Callable[[Iterator[Any]], Any]:
         fields = hasattr(value, "_fields")
         return lambda outputs: (kind(*[m(outputs) for m in makers]) if fields
                                 else kind([m(outputs) for m in makers]))
+    # The recorded value without its parts (the recorded call's results: they must not live as
+    # long as the record), each replay filling them in.
     if kind is dict or kind is list:
+        skeleton = _without_parts(value, parts)
+
         def container(outputs: Iterator[Any]) -> Any:
-            out = kind(value)
+            out = kind(skeleton)
             for k, make_part in parts:
                 out[k] = make_part(outputs)
             return out
 
         return container
     if isinstance(value, dict | list) or not hasattr(value, "__dict__"):
+        skeleton = _without_parts(value, parts)
+
         def other(outputs: Iterator[Any]) -> Any:
             rebuilt = [(k, make_part(outputs)) for k, make_part in parts]
-            out = copy.copy(value)  # subclasses of dict and list, objects with __slots__
+            out = copy.copy(skeleton)  # subclasses of dict and list, objects with __slots__
             for k, v in rebuilt:
                 if isinstance(out, dict | list):
                     out[k] = v
@@ -334,7 +361,8 @@ def builder(template: Any) -> Callable[[Iterator[Any]], Any]:
             return out
 
         return other
-    attributes = value.__dict__
+    attributes = dict.fromkeys(value.__dict__)  # None for the parts, in the attributes' order
+    attributes.update((k, v) for k, v in value.__dict__.items() if k not in template.parts)
 
     def plain(outputs: Iterator[Any]) -> Any:  # a module: its attributes, without __init__
         fresh = dict(attributes)

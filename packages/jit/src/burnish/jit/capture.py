@@ -10,8 +10,11 @@ At the end the record works out the role of every buffer the commands touched:
   a later call copies its arguments in (skipped when an argument already lies there).
 - **outputs**: buffers made during the call that the returned tensors view. Each replay writes
   them again and returns new tensors over them.
-- **internal**: buffers made and dropped during the call: the record keeps them (they are the
-  step's working memory, reused as the eager run reused them).
+- **internal**: buffers made and dropped during the call: the step's working memory. The
+  record packs them, with the outputs, into less memory (``_share_memory``: one arena where
+  handles can point into a buffer) at its first replay, once that replay's arguments have been
+  copied in: the last recorded call's results (a model's new parameters) are free by then, so
+  the arena is not taken while they are still in use.
 - **state**: buffers that existed before the call and are not arguments (a module in a
   closure, an optimizer's moments updated in place), and buffers made during the call that
   something still holds afterwards (state stored by the function). Replays read and write them
@@ -37,7 +40,7 @@ import numpy as np
 
 from burnish.errors import CaptureError
 from burnish.jit import lazy
-from burnish.jit.runtime import BufferPool, DeviceBuffer, Runtime
+from burnish.jit.runtime import DeviceBuffer, Runtime
 from burnish.jit.tensor import JitTensor
 from burnish.replay import caller_line as where
 
@@ -279,19 +282,6 @@ def _repoint(viewer: DeviceBuffer, to: DeviceBuffer) -> None:
     to.pool = None
 
 
-def _reclaim(pool: BufferPool, handle: Any) -> DeviceBuffer:
-    """Take a free handle out of the pool's free lists; its holder gives it back when dropped."""
-    for size, bucket in pool._free.items():
-        for i, found in enumerate(bucket):
-            if found is handle:
-                del bucket[i]
-                pool._free_bytes -= size
-                holder = _new(DeviceBuffer)
-                holder.pool, holder.handle, holder.nbytes = pool, handle, size
-                return holder
-    raise AssertionError("capture: an internal buffer is not in the pool's free list")
-
-
 def _owners(handles: list[Any]) -> dict[int, DeviceBuffer]:
     """The ``DeviceBuffer`` objects that hold ``handles`` (one scan of the live objects; only
     while a record is made)."""
@@ -338,7 +328,7 @@ class JitRecord:
         problem = recorder.problem()
         if problem is not None:
             raise CaptureError(problem)
-        free_ids = {id(h) for bucket in pool._free.values() for h in bucket}
+        free_sizes = {id(h): size for size, bucket in pool._free.items() for h in bucket}
 
         # Inputs: the buffers of the arguments and of the state the function holds.
         self.inputs: dict[int, _Slot] = {}
@@ -372,19 +362,20 @@ class JitRecord:
             else:  # an input or state returned as it is: a copy, as eager code would share
                 self.output_plan.append(_Output(None, x.buffer, x))
 
-        # Everything else the commands touched: working memory or state.
-        self.internal: list[DeviceBuffer] = []
+        # Everything else the commands touched: working memory (free in the pool until the
+        # first replay packs it: ``prepare``) or state.
+        self.internal: dict[int, int] = {}  # id(handle) -> its size in the pool
         watched: list[Any] = []
         for key, (handle, use, made_here) in first.items():
             if key in self.inputs or key in self.outputs:
                 continue
-            if key in free_ids:
+            if key in free_sizes:
                 if not made_here and use == "r":
                     raise CaptureError(
                         "it reads a tensor that it lets go of without receiving it as an "
                         "argument (state replaced out of place); pass that state in and return "
                         "its new value")
-                self.internal.append(_reclaim(pool, handle))
+                self.internal[key] = free_sizes[key]
             else:
                 watched.append(handle)
         owners = _owners(watched)
@@ -398,9 +389,23 @@ class JitRecord:
 
         #: The memory the record's outputs and working buffers share (``_share_memory``).
         self.blocks: list[DeviceBuffer] = []
-        self.commands = self._share_memory(commands, recorder.births, recorder.asked)
-        self.replayer = runtime.replayer(self.commands)
+        #: The recorded commands; once ``prepare`` ran, relocated into ``blocks``.
+        self.commands = commands
+        self._births, self._asked = recorder.births, recorder.asked
+        #: What runs the commands (``Runtime.replayer``), made by ``prepare``.
+        self.replayer: Callable[[Sequence[tuple]], None] | None = None
         self._output_handles = {id(s.handle): key for key, s in self.outputs.items()}
+
+    def prepare(self) -> None:
+        """Pack the working memory and the outputs (``_share_memory``) and make the replayer;
+        the first replay does this itself, after copying its arguments in. Results of the
+        recorded call that a caller still holds keep their memory."""
+        if self.replayer is not None or self.released:
+            return
+        self.commands = self._share_memory(self.commands, self._births, self._asked)
+        self._births = self._asked = {}
+        self._output_handles = {id(s.handle): key for key, s in self.outputs.items()}
+        self.replayer = self.runtime.replayer(self.commands)
 
     def _share_memory(self, commands: list[tuple], births: dict[int, list[int]],
                       asked: dict[int, list[int]]) -> list[tuple]:
@@ -415,12 +420,11 @@ class JitRecord:
         The eager run could not do this: its pool reuses a freed buffer only for a request of
         the same size class, and only once it is freed, so a step's buffers add up to more
         than what is in use at any moment."""
-        owned: dict[int, Any] = {}  # id(handle) -> its DeviceBuffer or output _Slot
-        for buffer in self.internal:
-            owned[id(buffer.handle)] = buffer
+        owned: dict[int, Any] = dict.fromkeys(self.internal)  # id(handle) -> output _Slot
         for slot in self.outputs.values():
             owned[id(slot.handle)] = slot
-        nbytes = {key: _owner(holder).nbytes for key, holder in owned.items()}
+        nbytes = {key: self.internal.get(key) or _owner(holder).nbytes
+                  for key, holder in owned.items()}
         # (handle id, allocation number) -> [first use, last use]
         spans: dict[tuple[int, int], list[int]] = {}
         uses: list[list[tuple[int, int]]] = []  # per command, the allocation of each handle
@@ -444,6 +448,8 @@ class JitRecord:
         # buffer: it is the caller's now), then the packed memory is taken from it.
         runtime, free = self.runtime, {}
         for holder in owned.values():
+            if holder is None:  # working memory: free in the pool already
+                continue
             if isinstance(holder, _Slot):
                 viewer, owner = holder.viewing(), holder.holder
                 holder.viewer = None
@@ -453,7 +459,7 @@ class JitRecord:
                 holder = owner
             free.setdefault(holder.nbytes, []).append(holder)
         owned.clear()
-        self.internal = []
+        self.internal = {}
         # Whole buffers reuse the recorded ones (of their size classes); an arena holds each
         # allocation in the bytes it asked for, in 256-byte steps.
         sizes = {alloc: nbytes[alloc[0]] for alloc in spans}
@@ -516,7 +522,16 @@ class JitRecord:
         for slot in self.outputs.values():
             if slot.viewer is not None:
                 slot.evict(runtime)
-        self.replayer(copies)
+        replayer = self.replayer
+        if replayer is None:  # the first replay: the arguments are in, the memory is packed now
+            copy = type(runtime).copy
+            for src, dst, start, end, _ in copies:
+                copy(runtime, src, start, dst, start, end - start)
+            copies = []
+            self.prepare()
+            replayer = self.replayer
+            assert replayer is not None  # prepared
+        replayer(copies)
         made: dict[int, DeviceBuffer] = {}
         results = []
         device = self.device
@@ -550,12 +565,16 @@ class JitRecord:
         if self.released:
             return
         self.released = True
-        for slot in self.inputs.values():
+        # Inputs, and outputs not yet packed (``prepare``), are buffers of their own: tensors
+        # viewing them take them over. Packed outputs are a block's: they move to a copy.
+        own = [*self.inputs.values(), *(self.outputs.values() if self.replayer is None else ())]
+        for slot in own:
             viewer = slot.viewing()
             if viewer is not None and viewer.handle is slot.handle:
                 _repoint(viewer, slot.holder)
-        for slot in self.outputs.values():  # their memory is a block's: results move to a copy
-            slot.evict(self.runtime)
+        if self.replayer is not None:
+            for slot in self.outputs.values():
+                slot.evict(self.runtime)
         self.inputs.clear()
         self.outputs.clear()
         self.internal.clear()
@@ -703,7 +722,10 @@ class JitCapturer:
         """What a replay needs of an argument beyond shape and dtype: its layout."""
         return (x.strides, x.offset)
 
-    def rebuild(self, template: JitTensor, x: JitTensor) -> JitTensor:
+    def stand_in(self, x: JitTensor) -> None:
+        return None  # rebuild reads nothing of its template
+
+    def rebuild(self, template: JitTensor | None, x: JitTensor) -> JitTensor:
         return x
 
     def begin(self, inputs: Sequence[JitTensor]) -> None:

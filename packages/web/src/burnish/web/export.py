@@ -110,6 +110,7 @@ def export(model: Callable[..., Any], inputs: Sequence[Any], out: str | Path, *,
                               f"kernel")
     try:
         record = capturer.record(recorder, leaves, [r.primitive for r in results])
+        record.prepare()  # the commands with their memory packed, as a replay runs them
     except CaptureError as error:
         raise ExportError(f"cannot export: {error}") from None
     try:
