@@ -453,6 +453,10 @@ class JitRecord:
             if isinstance(holder, _Slot):
                 viewer, owner = holder.viewing(), holder.holder
                 holder.viewer = None
+                # Its memory is ``free``'s alone now (it goes back to the pool before the arena
+                # is taken); the slot gets its new memory below.
+                holder.holder = _new(DeviceBuffer)
+                holder.holder.pool, holder.holder.handle, holder.holder.nbytes = None, None, 0
                 if viewer is not None and viewer.handle is owner.handle:
                     _repoint(viewer, owner)
                     continue
