@@ -145,6 +145,8 @@ class WgslGenerator(Generator):
             raise TypeError(f"WGSL: {fn} is not available for f64 on WebGPU")
         if fn in ("isnan", "isinf"):
             return f"{self._nan_tests()[fn]}({args[0]})"
+        if fn == "dot4i8":  # naga lowers it to the device's instruction, or to shifts
+            return f"dot4I8Packed(bitcast<u32>({args[0]}), bitcast<u32>({args[1]}))"
         if fn == "fmod":
             return f"({args[0]} % {args[1]})"
         if fn == "erf":
