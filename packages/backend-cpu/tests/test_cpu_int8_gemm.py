@@ -166,7 +166,13 @@ def test_weights_are_packed_once_per_buffer(cpu, monkeypatch):
 
 
 def test_inner_dims_past_the_kernels_run_burnish_jits_integer_kernels(cpu, monkeypatch):
+    from burnish.cpu.backend import CpuBackend
+    from burnish.jit.backend.quant_ops import JitQuantOps
     from burnish.jit.kernels import quant
+
+    assert CpuBackend.quantized_matmul is quant_ops.CpuQuantOps.quantized_matmul
+    assert CpuBackend.__mro__.index(quant_ops.CpuQuantOps) < \
+        CpuBackend.__mro__.index(JitQuantOps)
 
     monkeypatch.setattr(quant_ops, "_product", lambda *args: pytest.fail("int8_gemm used"))
     calls = []
