@@ -215,6 +215,44 @@ def test_weights_are_packed_once_per_buffer(jit_backend, monkeypatch):
     assert packs == [((48, 64), True), ((5, 64), True), ((16, 64), True), ((3, 64), True)]
 
 
+def test_int8_rows_of_whole_words_are_read_where_they_lie(jit_backend, monkeypatch):
+    packs = []
+    pack = quant.pack
+    monkeypatch.setattr(quant, "pack", lambda src, shift, sums: (
+        packs.append(src.shape), pack(src, shift, sums))[1])
+    device = jit_backend.default_device()
+    byte_words = jit_backend.runtime(device).byte_words
+    assert byte_words is (jit_backend.name == "rocm")  # PoCL and GPUs: little-endian bytes
+    rng = np.random.default_rng(8)
+    qw = Tensor.from_data(rng.standard_normal((40, 9), dtype=np.float32), device).quantize(
+        QuantScheme(granularity=PerChannel(1)))
+    x = Tensor.from_data(rng.standard_normal((2, 6, 40), dtype=np.float32), device).quantize()
+    (x @ qw).to_numpy()  # packs qw, once, before the counting starts
+    cases = [
+        (x, True),  # batched, contiguous
+        (x.narrow(1, 2, 3), True),  # rows starting at a whole word
+        (x.narrow(2, 0, 40).transpose(1, 2).transpose(1, 2), True),  # the same layout
+        (x.narrow(2, 0, 40).narrow(1, 1, 4), True),
+        (x.transpose(1, 2).transpose(1, 2).narrow(0, 1, 1), True),
+    ]
+    z = Tensor.from_data(rng.standard_normal((6, 48), dtype=np.float32), device).quantize()
+    cases += [(z.narrow(1, 0, 40).narrow(0, 2, 3), True),  # rows 48 bytes apart, from row 2
+              (z.narrow(1, 8, 40), True)]  # from byte 8 of each row
+    y = Tensor.from_data(rng.standard_normal((5, 42), dtype=np.float32), device).quantize()
+    cases += [(y.narrow(1, 1, 40), False),  # rows starting inside a word
+              (y.narrow(1, 0, 40), False)]  # rows 42 bytes apart
+    for qx, in_place in cases:
+        packs.clear()
+        np.testing.assert_array_equal((qx @ qw).to_numpy(), quantized_product(qx, qw))
+        assert (packs == []) is (in_place and byte_words), (qx.shape, packs)
+    # uint8 needs the shift, an affine rhs the rows' sums: packed
+    for qx, rhs in [(x.dequantize().quantize(QuantScheme("uint8")), qw),
+                    (x, qw.dequantize().quantize(AFFINE))]:
+        packs.clear()
+        np.testing.assert_array_equal((qx @ rhs).to_numpy(), quantized_product(qx, rhs))
+        assert (6, 40) in packs or (12, 40) in packs
+
+
 def test_views_are_packed_from_where_they_lie(jit_backend, counted):
     device = jit_backend.default_device()
     rng = np.random.default_rng(6)

@@ -10,7 +10,9 @@ with them), so that a word's product with another is the dot product of four sig
 packed once per buffer (``per_buffer``: a quantized layer's weights are constants) into
 ``[N, ceil(K / 4)]`` words, each column's sum of its shifted values after them; ``lhs`` is
 packed at every product into ``[rows, ceil(K / 4)]`` words, each row's sum after them when the
-weights have zero points. Then ``kernels.matmul``'s kernels (tiled, plain or split, the tile
+weights have zero points, or read where it lies where its bytes already are such words
+(``words_in_place``: int8 rows of whole words, no row sums wanted, on a runtime that stores
+int8 a byte an element). Then ``kernels.matmul``'s kernels (tiled, plain or split, the tile
 shape tuned as for float products) multiply the words, and the epilogue applies the zero
 points and the scales:
 
@@ -98,7 +100,10 @@ def quantized_matmul(lhs: QuantizedPrimitive, rhs: QuantizedPrimitive, dtype: DT
     a = values if values.ndim == 2 else plain(values)
     if a.ndim != 2:
         a = a.view((rows, k), (k, 1), a.offset)
-    lhs_words = pack(a, a_shift, rhs.zero_points is not None)
+    row_sums = rhs.zero_points is not None
+    lhs_words = None if row_sums or lhs.scheme.value != "int8" else words_in_place(a)
+    if lhs_words is None:
+        lhs_words = pack(a, a_shift, row_sums)
     words = lhs_words.shape[1]
     out_dtype = float16 if dtype is float16 else float32
     out = _alloc(values, (*lhs.shape[:-1], n), out_dtype)
@@ -198,6 +203,21 @@ class QuantEpilogue(mm.Epilogue):
             value = total.bitcast("i32")
         scale = self.sa[k.info(SA_OFF) + a_at] * self.sb[k.info(SB_OFF) + b_at]
         k.store(self.out, k.info(mm.OUT_OFF) + index, scale * value.cast("f32"))
+
+
+def words_in_place(a: JitTensor) -> JitTensor | None:
+    """The int8 ``[rows, K]`` ``a`` read as int32 words ``[rows, K / 4]`` where it lies, on a
+    runtime whose int8 buffers are such words (``Runtime.byte_words``) when its rows are
+    whole words: contiguous, ``K``, the row stride and the start multiples of 4; else
+    None."""
+    rows, cols = a.shape
+    row_stride, col_stride = a.strides
+    if not a.runtime.byte_words or a.dtype.name != "int8":
+        return None
+    if col_stride != 1 or cols % WORD or row_stride % WORD or a.offset % WORD:
+        return None
+    return JitTensor(a.buffer, (rows, cols // WORD), int32, a.device, a.runtime,
+                     (row_stride // WORD, 1), a.offset // WORD)
 
 
 def packed_weights(rhs: QuantizedPrimitive) -> JitTensor:
