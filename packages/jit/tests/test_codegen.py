@@ -182,6 +182,13 @@ def test_wgsl_compiles(wgpu_device, name):
     wgpu_device.create_shader_module(code=source)  # raises GPUValidationError with naga's words
 
 
+@pytest.mark.parametrize("name", ["dot4", "quant-tiled"])
+def test_wgsl_without_packed_dot_products_compiles(wgpu_device, name):
+    source = WgslGenerator(packed_dot=False).generate(WGSL_KERNELS[name]())
+    assert "dot4I8Packed" not in source and "fn dot4i8(" in source
+    wgpu_device.create_shader_module(code=source)
+
+
 @pytest.mark.parametrize("name", C_KERNELS)
 def test_opencl_compiles(opencl_context, name):
     import pyopencl as cl
@@ -310,10 +317,21 @@ def test_generated_kernels_run_on_both_backends(jit_backend, dtype):
 
 def test_words_multiply_as_four_signed_bytes_on_both_backends(jit_backend):
     """``dot4i8`` against NumPy: the extremes of every byte, and random words."""
+    _check_dot4(jit_backend, "dot4_words")
+
+
+def test_wgsl_shifts_multiply_words_as_the_built_in_does(wgpu_backend, monkeypatch):
+    """The spelling for a naga without ``dot4I8Packed``, run on wgpu."""
+    runtime = wgpu_backend.runtime(wgpu_backend.default_device())
+    monkeypatch.setattr(runtime, "generator", WgslGenerator(packed_dot=False))
+    _check_dot4(wgpu_backend, "dot4_words_shifted")
+
+
+def _check_dot4(backend, name: str) -> None:
     from burnish import Tensor
     from burnish.jit.custom import Launch, custom_kernel
 
-    device = jit_backend.default_device()
+    device = backend.default_device()
 
     def build(k, out, x):
         i = k.global_index()
@@ -321,7 +339,7 @@ def test_words_multiply_as_four_signed_bytes_on_both_backends(jit_backend):
             k.return_()
         k.store(out, i, ir.call("dot4i8", x[2 * i], x[2 * i + 1]))
 
-    @custom_kernel("dot4_words", build=build)
+    @custom_kernel(name, build=build)
     def kernel(x):
         return Launch((x.dims()[0] // 2,), x.dtype, info=[x.numel() // 2],
                       invocations=x.numel() // 2)
