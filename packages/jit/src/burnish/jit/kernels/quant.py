@@ -6,15 +6,15 @@ int32 sums turned into the product of the dequantized values in the product kern
 operands become words of four bytes along ``K`` (byte ``j`` of a word in bits ``8j`` to
 ``8j + 7``, zeros past ``K``): uint8 values shifted to int8 (``q - 128``, their zero points
 with them), so that a word's product with another is the dot product of four signed bytes
-(``dot4I8Packed`` in WGSL, ``__dp4a`` in CUDA C, shifts in OpenCL C). The weights (``rhs``) are
-packed once per buffer (``per_buffer``: a quantized layer's weights are constants) into
-``[N, ceil(K / 4)]`` words, each column's sum of its shifted values after them; ``lhs`` is
-packed at every product into ``[rows, ceil(K / 4)]`` words, each row's sum after them when the
-weights have zero points, or read where it lies where its bytes already are such words
-(``words_in_place``: int8 rows of whole words, no row sums wanted, on a runtime that stores
-int8 a byte an element). Then ``kernels.matmul``'s kernels (tiled, plain or split, the tile
-shape tuned as for float products) multiply the words, and the epilogue applies the zero
-points and the scales:
+(``dot4I8Packed`` in WGSL where naga has it, ``__dp4a`` in CUDA C, shifts elsewhere). The
+weights (``rhs``) are packed once per buffer (``per_buffer``: a quantized layer's weights are
+constants) into ``[N, ceil(K / 4)]`` words, each column's sum of its shifted values after
+them; ``lhs`` is packed at every product into ``[rows, ceil(K / 4)]`` words, each row's sum
+after them when the weights have zero points, or read where it lies where its bytes already
+are such words (``words_in_place``: int8 rows of whole words, no row sums wanted, on a
+runtime that stores int8 a byte an element). Then ``kernels.matmul``'s kernels (tiled, plain
+or split, the tile shape tuned as for float products) multiply the words, and the epilogue
+applies the zero points and the scales:
 
     sum_k (a - za)(b - zb) = sum_k a b - zb sum_k a - za sum_k b + K za zb
 
@@ -83,7 +83,8 @@ def takes(lhs: object, rhs: object) -> bool:
         return False
     rows = numel(lhs.shape[:-1])
     words = -(-k // WORD)
-    return max(rows * n, rows * (words + 1), n * (words + 1)) <= MAX_ELEMENTS
+    largest = max(rows * k, k * n, rows * n, rows * (words + 1), n * (words + 1))
+    return largest <= MAX_ELEMENTS
 
 
 def quantized_matmul(lhs: QuantizedPrimitive, rhs: QuantizedPrimitive, dtype: DType
