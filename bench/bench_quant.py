@@ -5,6 +5,7 @@ an int8 linear layer against burnish's float16 one and PyTorch's.
     python bench/bench_quant.py                 # 1024 x 1024 @ 1024 x 1024, 2 threads
     python bench/bench_quant.py --size 512 --repeat 5 --threads 1
     python bench/bench_quant.py --backends cuda # batch 256 x 4096 @ 4096 x 4096 on the GPU
+    python bench/bench_quant.py --backends wgpu,rocm --batch 256 --features 4096
 
 On cuda (``--backends cuda``, alone or beside CPU backends) the rows are a linear layer of
 ``--features`` inputs and outputs on a batch of ``--batch`` rows, no bias:
@@ -23,6 +24,20 @@ Each is run ``--iterations`` times back to back between two device synchronisati
 eager program pays: launches, host work and kernels); the best of ``--repeat`` such runs,
 divided by the iterations, is reported. Beside it, the GPU's time alone: the same calls queued
 behind a kernel that holds the stream while the host enqueues them, timed by CUDA events.
+
+On wgpu and rocm (``--backends wgpu`` or ``rocm``: burnish.jit's generated kernels, on any
+GPU their drivers find) the rows are the same linear layer, with float32 as the reference
+(float16 beside it where the device has it):
+
+- burnish float32 ``x @ w`` (burnish.jit's tiled float product);
+- burnish ``qx @ qw``, both int8 (``burnish.jit.kernels.quant``: the activations packed into
+  words of four bytes, the weights packed at the first call, dot products of four bytes a
+  word, zero points and scales in the product's epilogue);
+- burnish ``x @ qw`` (float activations, int8 weights: the protocol's default, dequantize then
+  the float product);
+- burnish's quantized linear layer from float32 activations (scale, quantize, ``qx @ qw``).
+
+Each is run ``--iterations`` times between two synchronisations, the best of ``--repeat``.
 
 The ways measured, each on the same int8 operands (activations per tensor, weights per output
 column, symmetric), with what it computes:
@@ -87,9 +102,13 @@ def main() -> None:
     if "cuda" in names:
         run_cuda(args)
         names.remove("cuda")
-        if not names:
-            return
-        args.backends = ",".join(names)
+    for name in JIT_BACKENDS:
+        if name in names:
+            run_jit(args, name)
+            names.remove(name)
+    if not names:
+        return
+    args.backends = ",".join(names)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before burnish loads OpenMP
     from threadpoolctl import threadpool_limits
 
@@ -222,6 +241,73 @@ def run_cuda(args: argparse.Namespace) -> None:
     print(f"\ngoal (issue 26): int8 linear {m} x {n} x {n} on the GPU at least 1.5x burnish "
           f"float16: {speed:.2f}x per call, {on_gpu:.2f}x in GPU time alone, "
           f"{'met' if speed >= 1.5 else 'not met'}")
+
+
+#: Backends whose rows are ``run_jit``'s: burnish.jit's generated kernels.
+JIT_BACKENDS = ("wgpu", "rocm")
+
+
+def run_jit(args: argparse.Namespace, name: str) -> None:
+    """The int8 linear layer on a burnish.jit backend against its float products."""
+    import burnish as bn
+    from burnish.errors import UnsupportedError
+    from burnish.quantization import PerChannel, QuantScheme, linear
+
+    try:
+        backend = bn.backend(name)
+        device = backend.default_device()
+    except (UnsupportedError, ImportError) as error:
+        print(f"{name} rows skipped: {error}")
+        return
+    m, n = args.batch, args.features
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, n), dtype=np.float32)
+    w = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
+    tx, tw = bn.Tensor.from_data(x, device), bn.Tensor.from_data(w, device)
+    activations = QuantScheme()
+    qx = tx.quantize(activations)
+    qw = tw.quantize(QuantScheme(granularity=PerChannel(1)))
+    runs: dict[str, Callable[[], object]] = {
+        f"burnish float32 x @ w ({name})": lambda: tx @ tw,
+        f"burnish qx @ qw ({name}, both int8)": lambda: qx @ qw,
+        f"burnish x @ qw ({name}, int8 weights only: dequantize, then float32)":
+            lambda: tx @ qw,
+        f"burnish quantized linear ({name}): scale, quantize x, then qx @ qw":
+            lambda: linear(tx.quantize(activations), qw),
+    }
+    if bn.float16 in backend.dtypes(device):
+        x16, w16 = tx.cast(bn.float16), tw.cast(bn.float16)
+        runs[f"burnish float16 x @ w ({name})"] = lambda: x16 @ w16
+
+    seconds: dict[str, float] = {}
+    for label, fn in runs.items():
+        for _ in range(2):  # compile, tune, pack the weights
+            fn()
+        backend.sync(device)
+        best = float("inf")
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            for _ in range(args.iterations):
+                fn()
+            backend.sync(device)
+            best = min(best, (time.perf_counter() - started) / args.iterations)
+        seconds[label] = best
+
+    x8, w8 = qx.values.to_numpy(), qw.values.to_numpy()
+    exact = x8.astype(np.int64) @ w8.astype(np.int64)
+    scaled = exact * (qx.scales.to_numpy().astype(np.float64) * qw.scales.to_numpy())
+    got = (qx @ qw).to_numpy().astype(np.float64)
+    print(f"burnish qx @ qw ({name}) against NumPy's exact integer product: max relative "
+          f"difference {np.abs(got - scaled).max() / np.abs(scaled).max():.3g}")
+    reference = seconds[f"burnish float32 x @ w ({name})"]
+    flops = 2 * m * n * n
+    print(f"\n{backend.describe_device(device)}: [{m}, {n}] @ [{n}, {n}], best of "
+          f"{args.repeat} runs of {args.iterations} calls:\n")
+    print("| implementation | us per call | speed vs burnish float32 | TFLOP/s (TOP/s for int8) |")
+    print("|---|---:|---:|---:|")
+    for label, value in seconds.items():
+        print(f"| {label} | {value * 1e6:.1f} | {reference / value:.2f}x | "
+              f"{flops / value / 1e12:.3f} |")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -165,6 +165,30 @@ def test_weights_are_packed_once_per_buffer(cpu, monkeypatch):
     assert len(packs) <= 2
 
 
+def test_inner_dims_past_the_kernels_run_burnish_jits_integer_kernels(cpu, monkeypatch):
+    from burnish.cpu.backend import CpuBackend
+    from burnish.jit.backend.quant_ops import JitQuantOps
+    from burnish.jit.kernels import quant
+
+    assert CpuBackend.quantized_matmul is quant_ops.CpuQuantOps.quantized_matmul
+    assert CpuBackend.__mro__.index(quant_ops.CpuQuantOps) < \
+        CpuBackend.__mro__.index(JitQuantOps)
+
+    monkeypatch.setattr(quant_ops, "_product", lambda *args: pytest.fail("int8_gemm used"))
+    calls = []
+    run = quant.quantized_matmul
+    monkeypatch.setattr(quant, "quantized_matmul", lambda *args: (calls.append(1), run(*args))[1])
+    device = cpu.default_device()
+    rng = np.random.default_rng(9)
+    k = int8_gemm.MAX_INNER + 3  # within burnish.jit's bound with one affine operand
+    x = Tensor.from_data(rng.standard_normal((3, k), dtype=np.float32), device)
+    w = Tensor.from_data(rng.standard_normal((k, 5), dtype=np.float32), device)
+    qx = x.quantize(QuantScheme("uint8", mode="affine"))
+    qw = w.quantize(QuantScheme(granularity=PerChannel(1)))
+    np.testing.assert_array_equal((qx @ qw).to_numpy(), quantized_product(qx, qw))
+    assert calls == [1]
+
+
 @pytest.mark.parametrize("schemes", [
     (QuantScheme("int4"), QuantScheme()),
     (QuantScheme(), QuantScheme("int8", PerBlock(16, axis=0))),

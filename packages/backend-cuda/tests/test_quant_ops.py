@@ -68,6 +68,16 @@ def test_other_operands_take_the_protocols_default(lhs, rhs, why):
     assert not quant_ops.takes(_values((5, 7)), rhs), "a float operand"
 
 
+def test_cublas_comes_first_and_burnish_jits_integer_kernels_next():
+    from burnish.cuda.backend import CudaBackend
+    from burnish.jit.backend.quant_ops import JitQuantOps
+
+    order = CudaBackend.__mro__
+    assert CudaBackend.quantized_matmul is quant_ops.CudaQuantOps.quantized_matmul
+    # what CudaQuantOps leaves (products past MAX_PRODUCT) goes to the generated kernels
+    assert order.index(quant_ops.CudaQuantOps) < order.index(JitQuantOps)
+
+
 @pytest.mark.parametrize("shape, strides, offset, value, sums, expected", [
     ((8, 32), None, 0, "int8", False, True),
     ((8, 32), (48, 1), 16, "int8", False, True),  # rows of a wider, aligned buffer

@@ -74,3 +74,9 @@ def jit_backend(request):
     """Each GPU backend in turn (named so, not ``backend``: the conformance plugin, loaded in
     every pytest session of the environment, has a ``backend`` fixture of its own)."""
     return gpu_backend(request.param)
+
+
+@pytest.fixture(scope="session")
+def wgpu_backend():
+    """The wgpu backend alone (for what only WGSL spells two ways)."""
+    return gpu_backend("wgpu")

@@ -120,7 +120,36 @@ def f64_kernel() -> ir.Kernel:
     return k.build()
 
 
+def dot4_kernel() -> ir.Kernel:
+    """The dot product of the four signed bytes of two words."""
+    k = KernelBuilder("dot4")
+    out = k.buffer("out", "int32", writable=True)
+    x = k.buffer("x", "int32")
+    i = k.global_index()
+    with k.if_(i >= k.info(0)):
+        k.return_()
+    k.store(out, i, ir.call("dot4i8", x[2 * i], x[2 * i + 1]))
+    return k.build()
+
+
+def quant_kernel(tiled: bool) -> ir.Kernel:
+    """A quantized product's kernel (kernels.quant's epilogue on kernels.matmul's tiled or
+    split kernel): per-channel half scales, zero points of both byte types."""
+    from burnish.jit.kernels import matmul, quant
+
+    epilogue = quant.QuantEpilogue(quant.Params("float32", "float32", "float16", "int8",
+                                                "uint8", True, True, 0, 128))
+    layout = (False, True, True, False)
+    if tiled:
+        return matmul._tiled_kernel(matmul.TILINGS[0], "int32", 0, layout, False,
+                                    epilogue=epilogue)
+    return matmul._split_kernel("int32", 0, layout, False, epilogue=epilogue)
+
+
 WGSL_KERNELS = {
+    "dot4": dot4_kernel,
+    "quant-tiled": lambda: quant_kernel(True),
+    "quant-split": lambda: quant_kernel(False),
     "math-f32": lambda: math_kernel("float32"),
     "math-f16": lambda: math_kernel("float16"),
     "math-bf16": lambda: math_kernel("bfloat16"),
@@ -151,6 +180,13 @@ def test_wgsl_compiles(wgpu_device, name):
             pytest.skip(f"the adapter lacks {needs[dtype]}")
     source = WgslGenerator().generate(kernel)
     wgpu_device.create_shader_module(code=source)  # raises GPUValidationError with naga's words
+
+
+@pytest.mark.parametrize("name", ["dot4", "quant-tiled"])
+def test_wgsl_without_packed_dot_products_compiles(wgpu_device, name):
+    source = WgslGenerator(packed_dot=False).generate(WGSL_KERNELS[name]())
+    assert "dot4I8Packed" not in source and "fn dot4i8(" in source
+    wgpu_device.create_shader_module(code=source)
 
 
 @pytest.mark.parametrize("name", C_KERNELS)
@@ -187,6 +223,7 @@ float __int_as_float(int i);
 long long __double_as_longlong(double d);
 double __longlong_as_double(long long i);
 void __syncthreads();
+int __dp4a(int a, int b, int c);
 using std::isnan; using std::isinf; using std::rint; using std::erf; using std::copysign;
 """
 
@@ -276,3 +313,46 @@ def test_generated_kernels_run_on_both_backends(jit_backend, dtype):
     host = x.to_numpy()
     expected = ~host if dtype == "bool" else (host * 3 - 1)
     np.testing.assert_array_equal(got, expected.astype(got.dtype))
+
+
+def test_words_multiply_as_four_signed_bytes_on_both_backends(jit_backend):
+    """``dot4i8`` against NumPy: the extremes of every byte, and random words."""
+    _check_dot4(jit_backend, "dot4_words")
+
+
+def test_wgsl_shifts_multiply_words_as_the_built_in_does(wgpu_backend, monkeypatch):
+    """The spelling for a naga without ``dot4I8Packed``, run on wgpu."""
+    runtime = wgpu_backend.runtime(wgpu_backend.default_device())
+    monkeypatch.setattr(runtime, "generator", WgslGenerator(packed_dot=False))
+    _check_dot4(wgpu_backend, "dot4_words_shifted")
+
+
+def _check_dot4(backend, name: str) -> None:
+    from burnish import Tensor
+    from burnish.jit.custom import Launch, custom_kernel
+
+    device = backend.default_device()
+
+    def build(k, out, x):
+        i = k.global_index()
+        with k.if_(i >= k.info(0)):
+            k.return_()
+        k.store(out, i, ir.call("dot4i8", x[2 * i], x[2 * i + 1]))
+
+    @custom_kernel(name, build=build)
+    def kernel(x):
+        return Launch((x.dims()[0] // 2,), x.dtype, info=[x.numel() // 2],
+                      invocations=x.numel() // 2)
+
+    rng = np.random.default_rng(0)
+    extremes = np.array([-128, -127, -1, 0, 1, 127], np.int8)
+    pairs = np.stack(np.meshgrid(extremes, extremes), -1).reshape(-1, 2)
+    first = np.repeat(pairs[:, :1], 4, 1)
+    second = np.roll(np.repeat(pairs[:, 1:], 4, 1), 1, 0)
+    random = rng.integers(-128, 128, (200, 4)).astype(np.int8)
+    a = np.concatenate([first, random])
+    b = np.concatenate([second, np.roll(random, 3, 0)])
+    words = np.stack([a.view(np.int32)[:, 0], b.view(np.int32)[:, 0]], 1).reshape(-1)
+    got = kernel(Tensor.from_data(words, device=device)).to_numpy()
+    expected = (a.astype(np.int64) * b.astype(np.int64)).sum(1)
+    np.testing.assert_array_equal(got, expected)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -63,6 +64,7 @@ class CpuRuntime(Runtime):
     library_bias = True
     serial_scatter = True
     workgroup_reductions = False
+    byte_words = sys.byteorder == "little"
 
     def __init__(self, compiler: Compiler):
         super().__init__()

@@ -53,6 +53,7 @@ class OpenCLRuntime(Runtime):
         self.has_fp64 = "cl_khr_fp64" in device.extensions or device.double_fp_config != 0
         self.max_workgroup = device.max_work_group_size
         self.local_memory = device.local_mem_size
+        self.byte_words = bool(device.endian_little)
         self._infos: OrderedDict[bytes, Any] = OrderedDict()
 
     def describe(self) -> str:

@@ -46,6 +46,22 @@ def _checks_wanted() -> bool:
     return os.environ.get("BURNISH_WGPU_CHECKED", "0").lower() not in ("0", "false", "off", "no")
 
 
+#: A shader that compiles where naga has WGSL's packed 8-bit dot products (quantized products
+#: multiply with them; older wgpu-py versions' naga lacks them).
+PACKED_DOT_PROBE = """@compute @workgroup_size(1) fn probe() {
+    _ = dot4I8Packed(1u, 1u);
+}"""
+
+
+def _compiles(device: Any, source: str) -> bool:
+    """Whether ``source`` compiles on ``device``."""
+    try:
+        device.create_shader_module(code=source)
+    except Exception:  # wgpu's validation error, whatever this version calls it
+        return False
+    return True
+
+
 def _unchecked_module(device: Any, source: str) -> Any:
     """``source`` as a shader module without wgpu's injected runtime checks, through
     wgpu-native's ``wgpuDeviceCreateShaderModuleTrusted`` (which wgpu-py does not wrap); None
@@ -109,6 +125,8 @@ class WgpuRuntime(Runtime):
         self._checked = True  # compile with wgpu's runtime checks (see ``kernel``)
         self._infos: OrderedDict[bytes, Any] = OrderedDict()
         self._binds: OrderedDict[tuple, Any] = OrderedDict()
+        if not _compiles(self.device, PACKED_DOT_PROBE):
+            self.generator = WgslGenerator(packed_dot=False)
 
     def describe(self) -> str:
         info = self.adapter.info

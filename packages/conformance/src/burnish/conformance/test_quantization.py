@@ -289,6 +289,41 @@ def test_matmul_and_linear_match_dequantized_products(device, require_dtype, pai
     assert_close(qlinear(lhs, qw, bias), left @ right + b, float32)
 
 
+#: Products of two 8-bit operands whose scales factor out of the sums: what integer kernels
+#: take (int8 and uint8, symmetric and affine, per tensor or per row times per tensor or per
+#: column).
+BYTE_PAIRS = [
+    (QuantScheme(), QuantScheme(granularity=PerChannel(1))),
+    (QuantScheme("uint8", mode="affine"), QuantScheme("uint8", PerChannel(1), "affine")),
+    (QuantScheme("int8", PerChannel(-2), "affine"), QuantScheme("uint8")),
+    (QuantScheme("uint8", PerChannel(-2)),
+     QuantScheme("int8", mode="affine", scale_dtype=float16)),
+]
+#: (lhs shape, N): K and N no multiples of 4; a batched lhs; a long K with few rows; one large
+#: enough for tiles.
+BYTE_SHAPES = [((5, 37), 7), ((2, 5, 37), 7), ((3, 1029), 13), ((64, 130), 41)]
+
+
+@pytest.mark.parametrize("shapes", BYTE_SHAPES, ids=str)
+@pytest.mark.parametrize("pair", BYTE_PAIRS, ids=_pair_id)
+def test_products_of_8_bit_operands_match_the_integer_reference(device, require_dtype, pair,
+                                                                 shapes):
+    from burnish.conformance.reference import quantized_product
+
+    lhs_scheme, rhs_scheme = pair
+    require_dtype(lhs_scheme.scale_dtype, rhs_scheme.scale_dtype)
+    x_shape, n = shapes
+    k = x_shape[-1]
+    x = sample(x_shape, float32, -2.0, 3.0, key=("byte lhs", x_shape))
+    w = sample((k, n), float32, -1.0, 1.0, key=("byte rhs", k, n))
+    qx = Tensor.from_data(x, device, float32).quantize(lhs_scheme)
+    qw = Tensor.from_data(w, device, float32).quantize(rhs_scheme)
+    expected = quantized_product(qx, qw).astype(np.float64)
+    assert_close(qx @ qw, expected, float32)
+    b = sample((n,), float32, key="byte bias")
+    assert_close(qlinear(qx, qw, Tensor.from_data(b, device, float32)), expected + b, float32)
+
+
 @pytest.mark.parametrize("groups", [1, 2])
 def test_conv_matches_dequantized_conv(device, groups):
     from burnish import functional as F

@@ -220,6 +220,7 @@ FUNCTIONS = frozenset({
     "round",  # half to even
     "trunc", "abs", "min", "max",  # min/max: plain (NaN handling is the kernel's business)
     "pow", "fmod", "isnan", "isinf", "atan2",
+    "dot4i8",  # i32 words: the sum of the products of their four signed bytes (bits 8j..8j+7)
 })
 
 

@@ -181,6 +181,13 @@ class Runtime(ABC):
     #: loop and its barriers split it into many.
     workgroup_reductions: bool = True
 
+    #: Whether an ``int8`` buffer holds one element a byte, four to an int32 word in
+    #: little-endian order (element ``4w + j`` in bits ``8j`` of word ``w``): quantized
+    #: products (``kernels.quant``) then read int8 operands whose rows are whole words where
+    #: they lie instead of packing them. WGSL stores int8 in 32 bits; big-endian devices
+    #: order the bytes the other way.
+    byte_words: bool = False
+
     def fused_attention(self, dtype: Any) -> bool:
         """Whether attention of ``dtype`` runs as burnish.jit's flash kernels (``kernels.
         attention``) rather than the protocol's composition (scores materialised, products,

@@ -13,13 +13,14 @@ from burnish.jit.backend.layout_ops import JitLayoutOps
 from burnish.jit.backend.module_ops import JitModuleOps
 from burnish.jit.backend.numeric_ops import JitNumericOps
 from burnish.jit.backend.optim_ops import JitOptimOps
+from burnish.jit.backend.quant_ops import JitQuantOps
 from burnish.jit.backend.recurrent_ops import JitRecurrentOps
 from burnish.jit.backend.reduce_ops import JitReduceOps
 
 
 class JitBackend(JitLayoutOps, JitNumericOps, JitReduceOps, JitFloatOps, JitIntOps, JitBoolOps,
                  JitModuleOps, JitActivationOps, JitAttentionOps, JitOptimOps, JitRecurrentOps,
-                 JitBase):
+                 JitQuantOps, JitBase):
     """Every op of the protocol as kernels of ``burnish.jit``, on any ``Runtime``."""
 
     def __repr__(self) -> str:

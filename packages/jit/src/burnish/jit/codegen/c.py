@@ -99,6 +99,8 @@ class CGenerator(Generator):
     FUNCTIONS = {"round": "rint", "min": "fmin", "max": "fmax", "abs": "fabs"}
 
     def call(self, fn: str, args: list[str], ty: str) -> str:
+        if fn == "dot4i8":
+            return f"{self._dot4i8()}({args[0]}, {args[1]})"
         if ir.is_int(ty):
             if fn == "abs":
                 return f"(({args[0]}) < 0 ? -({args[0]}) : ({args[0]}))"
@@ -109,6 +111,16 @@ class CGenerator(Generator):
         if fn in ("isnan", "isinf"):
             return f"({fn}({args[0]}) != 0)"
         return f"{self.FUNCTIONS.get(fn, fn)}({', '.join(args)})"
+
+    def _dot4i8(self) -> str:
+        # Byte j of a word whatever a signed right shift fills in, sign-extended with defined
+        # arithmetic only.
+        terms = " + ".join(f"((((a >> {8 * j}) & 255) ^ 128) - 128) * "
+                           f"((((b >> {8 * j}) & 255) ^ 128) - 128)" for j in range(4))
+        return self.helper("dot4i8", f"""
+{self.FUNCTION_QUALIFIER}int dot4i8(int a, int b) {{
+    return {terms};
+}}""")
 
     def _round_bf16(self) -> str:
         return self.helper("round_bf16", f"""
@@ -245,6 +257,11 @@ class CudaGenerator(CGenerator):
               ("f64", "i64"): "__double_as_longlong", ("i64", "f64"): "__longlong_as_double",
               ("u64", "f64"): "__longlong_as_double"}[(src, dst)]
         return f"{fn}({value})"
+
+    def call(self, fn: str, args: list[str], ty: str) -> str:
+        if fn == "dot4i8":
+            return f"__dp4a({args[0]}, {args[1]}, 0)"
+        return super().call(fn, args, ty)
 
     def load_half(self, name: str, index: str) -> str:
         return f"__half2float({name}[{index}])"

@@ -162,6 +162,10 @@ class JsGenerator(Generator):
             return f"(Math.abs({args[0]}) === Infinity)"
         if fn == "fmod":
             return f"({args[0]} % {args[1]})"
+        if fn == "dot4i8":
+            terms = " + ".join(f"((({args[0]} << {24 - 8 * j}) >> 24) * "
+                               f"(({args[1]} << {24 - 8 * j}) >> 24))" for j in range(4))
+            return f"(({terms}) | 0)"
         if ty in ("i32", "u32") and fn == "abs":
             return f"(Math.abs({args[0]}){' | 0' if ty == 'i32' else ' >>> 0'})"
         return f"{_FUNCTIONS[fn]}({', '.join(args)})"

@@ -29,6 +29,12 @@ class WgslGenerator(Generator):
     language = "wgsl"
     barrier_statement = "workgroupBarrier();"
 
+    def __init__(self, packed_dot: bool = True) -> None:
+        """``packed_dot``: whether the compiler takes WGSL's ``dot4I8Packed`` (the runtime
+        asks it once; older naga lacks it): ``dot4i8`` is that built-in, else shifts."""
+        super().__init__()
+        self.packed_dot = packed_dot
+
     def storage_numpy(self, dtype: str) -> np.dtype:
         return np.dtype(_STORAGE_NUMPY[dtype])
 
@@ -145,6 +151,10 @@ class WgslGenerator(Generator):
             raise TypeError(f"WGSL: {fn} is not available for f64 on WebGPU")
         if fn in ("isnan", "isinf"):
             return f"{self._nan_tests()[fn]}({args[0]})"
+        if fn == "dot4i8":
+            if self.packed_dot:  # naga lowers it to the device's instruction, or to shifts
+                return f"dot4I8Packed(bitcast<u32>({args[0]}), bitcast<u32>({args[1]}))"
+            return f"{self._dot4i8()}({args[0]}, {args[1]})"
         if fn == "fmod":
             return f"({args[0]} % {args[1]})"
         if fn == "erf":
@@ -167,6 +177,13 @@ fn isnan_f32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f8000
         self.helper("isinf_f32", """
 fn isinf_f32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }""")
         return {"isnan": "isnan_f32", "isinf": "isinf_f32"}
+
+    def _dot4i8(self) -> str:
+        # Byte j sign-extended: shifted to the top, then arithmetically back down.
+        terms = " + ".join(f"((a << {24 - 8 * j}u) >> 24u) * ((b << {24 - 8 * j}u) >> 24u)"
+                           for j in range(4))
+        return self.helper("dot4i8", f"""
+fn dot4i8(a: i32, b: i32) -> i32 {{ return {terms}; }}""")
 
     def _round_bf16(self) -> str:
         isnan = self._nan_tests()["isnan"]

@@ -248,6 +248,11 @@ class Epilogue:
         self.bias = k.buffer("bias", dtype) if has_bias else None
         return a, b
 
+    def multiply(self, a: ir.Expr, b: ir.Expr) -> ir.Expr:
+        """What one element of ``a`` and one of ``b``, as loaded, add to a dot product: their
+        product (``kernels.quant``'s words of four bytes add their bytes' dot product)."""
+        return a * b
+
     def store(self, k: KernelBuilder, acc: ir.Expr, batch: ir.Expr, row: ir.Expr,
               col: ir.Expr, index: ir.Expr) -> None:
         """Store the value ``acc`` accumulated for output ``(batch, row, col)``, element
@@ -303,8 +308,8 @@ def _plain_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: boo
     batch, row, col, a_at, b_at = _element(k, i, ndim, layout)
     acc = k.let(ir.lift(0, ty), "acc")
     with k.for_(0, k.info(K), name="kk") as kk:
-        k.assign(acc, acc + a[a_at + _scaled(kk, k.info(A_SK), layout[1])]
-                 * b[b_at + _scaled(kk, k.info(B_SK), layout[2])])
+        k.assign(acc, acc + epilogue.multiply(a[a_at + _scaled(kk, k.info(A_SK), layout[1])],
+                                              b[b_at + _scaled(kk, k.info(B_SK), layout[2])]))
     epilogue.store(k, acc, batch, row, col, i)
     return k.build()
 
@@ -328,8 +333,8 @@ def _split_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: boo
     batch, row, col, a_at, b_at = _element(k, e, ndim, layout)
     acc = k.let(ir.lift(0, ty), "acc")
     with k.for_(lane, k.info(K), SPLIT_LANES, name="kk") as kk:
-        k.assign(acc, acc + a[a_at + _scaled(kk, k.info(A_SK), layout[1])]
-                 * b[b_at + _scaled(kk, k.info(B_SK), layout[2])])
+        k.assign(acc, acc + epilogue.multiply(a[a_at + _scaled(kk, k.info(A_SK), layout[1])],
+                                              b[b_at + _scaled(kk, k.info(B_SK), layout[2])]))
     shares = k.shared(ty, WORKGROUP)
     k.shared_store(shares, t, acc)
     k.barrier()
@@ -474,7 +479,7 @@ def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...
                 k.assign(b_regs[j], b_tile[b_cols[j] + kk * b_pitch])
             for i in range(rm):
                 for j in range(rn):
-                    k.assign(acc[i][j], acc[i][j] + a_regs[i] * b_regs[j])
+                    k.assign(acc[i][j], acc[i][j] + epilogue.multiply(a_regs[i], b_regs[j]))
         k.barrier()
 
     out_base = k.let(stored * m_size * n_size, "o")
