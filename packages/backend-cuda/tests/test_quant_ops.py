@@ -78,6 +78,28 @@ def test_cublas_comes_first_and_burnish_jits_integer_kernels_next():
     assert order.index(quant_ops.CudaQuantOps) < order.index(JitQuantOps)
 
 
+@pytest.mark.parametrize("schemes", [
+    (QuantScheme(), QuantScheme(granularity=PerChannel(1))),
+    (QuantScheme("uint8", mode="affine"), QuantScheme("int8", PerChannel(1), mode="affine")),
+], ids=["symmetric", "affine"])
+@pytest.mark.parametrize("shapes", [((7, 13), 13, 5), ((2, 37, 301), 301, 45)], ids=str)
+def test_burnish_jits_integer_kernels_give_the_exact_sums_on_cuda(device, schemes, shapes):
+    """What cuBLAS's path leaves (products past MAX_PRODUCT) runs on burnish.jit's generated
+    kernels, ``__dp4a`` in CUDA C: called directly here, on small operands."""
+    from burnish.jit.kernels import quant as jit_quant
+
+    x_shape, k, n = shapes
+    rng = np.random.default_rng(7)
+    qx = Tensor.from_data(rng.standard_normal(x_shape, dtype=np.float32) * 3, device).quantize(
+        schemes[0])
+    qw = Tensor.from_data(rng.standard_normal((k, n), dtype=np.float32), device).quantize(
+        schemes[1])
+    assert jit_quant.takes(qx.primitive, qw.primitive)
+    prim = jit_quant.quantized_matmul(qx.primitive, qw.primitive, float32)
+    got = _core.make(prim, device, float32).to_numpy()
+    np.testing.assert_array_equal(got, quantized_product(qx, qw))
+
+
 @pytest.mark.parametrize("shape, strides, offset, value, sums, expected", [
     ((8, 32), None, 0, "int8", False, True),
     ((8, 32), (48, 1), 16, "int8", False, True),  # rows of a wider, aligned buffer
