@@ -79,6 +79,12 @@ def convert_slice(node: Node, out: Emitter) -> None:
 
 @converts("Gather")
 def convert_gather(node: Node, out: Emitter) -> None:
+    index = node.const(1)
+    if index is not None and index.size == 1 and index.dtype.kind in "iu":
+        # One constant index (attention's q, k and v split off one projection): a view.
+        out.assign(f"ops.gather_one({out.input(0)}, {int(index.reshape(-1)[0])}, "
+                   f"{node.attr('axis', 0)}, {literal(list(index.shape))})")
+        return
     out.assign(f"ops.gather({out.input(0)}, {out.input(1)}, {node.attr('axis', 0)})")
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import burnish as bn
 import burnish.functional as F
 from burnish import Tensor
+from burnish.errors import ShapeError
 from burnish.onnx.ops.core import host
 
 
@@ -125,6 +126,21 @@ def gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
     picked = x.select(axis, flat)
     dims = list(x.shape)
     return picked.reshape(dims[:axis] + list(indices.shape) + dims[axis + 1:])
+
+
+def gather_one(x: Tensor, index: int, axis: int, index_shape: Sequence[int]) -> Tensor:
+    """ONNX Gather of one constant ``index`` (negative from the end) whose indices tensor has
+    ``index_shape`` (``[]``: the axis goes; dims of one: they take its place): a slice of
+    ``x``, a view where the backend has them, rather than a gather. Raises ShapeError for an
+    index out of range, naming it and the dim."""
+    axis = _axis(axis, x.ndim)
+    n = x.shape[axis]
+    if not -n <= index < n:
+        raise ShapeError(f"Gather: index {index} is out of range for axis {axis} of size {n} "
+                         f"(shape {list(x.shape)})")
+    picked = x.narrow(axis, index + n if index < 0 else index, 1)
+    dims = list(x.shape)
+    return picked.reshape(dims[:axis] + list(index_shape) + dims[axis + 1:])
 
 
 def gather_elements(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
