@@ -3,7 +3,7 @@ matrix times the output's gradient, summed over the batch by ``burnish.cpu.conv`
 convolutions and input gradients go there through ``CpuRuntime.library_conv``); where that
 cannot run, burnish.jit's patch matrix times the gradient in one BLAS product per group. Max
 pooling's input gradient: one pass of ``burnish.cpu.pool`` per plane. Layer normalisation:
-one visit per row in ``burnish.cpu.norm``."""
+one visit per row in ``burnish.cpu.norm``. Linear maps: the bias added within the BLAS call."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from burnish.jit.tensor import JitTensor, numel
 
 
 class CpuModuleOps(JitModuleOps):
-    """``conv_weight_grad`` through NumPy's BLAS, ``max_pool_backward`` and ``layer_norm`` in
-    compiled C, for float32 and float64."""
+    """``conv_weight_grad`` and ``linear`` through NumPy's BLAS, ``max_pool_backward`` and
+    ``layer_norm`` in compiled C, for float32 and float64."""
 
     def max_pool_backward(self, grad, indices, x_shape, dtype):
         if (dtype.name not in NativePool.dtypes or grad.dtype != dtype
@@ -37,6 +37,19 @@ class CpuModuleOps(JitModuleOps):
         if numel(shape):
             runtime.host(_max_pool_backward, (plain(grad), plain(indices)), (out,),
                          runtime.native_pool)
+        return out
+
+    def linear(self, x, weight, bias):
+        """float32 and float64 on BLAS: the output starts as the bias, broadcast, and the
+        product is added to it (BLAS's beta of 1): no pass of its own for the bias."""
+        runtime = x.runtime
+        if not runtime.blas(x.dtype) or weight.dtype != x.dtype or bias.dtype != x.dtype:
+            return super().linear(x, weight, bias)
+        shape = (*x.shape[:-1], weight.shape[1])
+        out = JitTensor(runtime.pool.alloc(max(1, numel(shape)) * np.dtype(x.dtype.name).itemsize),
+                        shape, x.dtype, x.device, runtime)
+        if numel(shape):
+            runtime.host(_linear, (x, weight, plain(bias)), (out,), runtime.gemm)
         return out
 
     def layer_norm(self, x, weight, bias, epsilon, dtype):
@@ -123,3 +136,11 @@ def _accumulate(grads: np.ndarray, cols: np.ndarray, result: np.ndarray, first: 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray,
                 epsilon: float, native: NativeNorm) -> None:
     native.layer_norm(x, weight, bias, out, epsilon)
+
+
+def _linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray,
+            gemm: Gemm) -> None:
+    out[...] = bias
+    if not gemm.product(x, weight, out, beta=1.0):
+        np.matmul(x, weight, out=out)
+        out += bias

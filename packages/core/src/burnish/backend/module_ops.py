@@ -80,6 +80,14 @@ class ModuleOps(ABC):
                          self.reshape(bias, shape))
         return y, self.reshape(mean, (channels,)), self.reshape(invstd, (channels,))
 
+    def linear(self, x: Primitive, weight: Primitive, bias: Primitive) -> Primitive:
+        """``x @ weight + bias``: ``x`` is ``[..., d_input]`` (at least 2-d), ``weight``
+        ``[d_input, d_output]``, ``bias`` ``[d_output]``, all of one float dtype; the result is
+        ``[..., d_output]`` (what ``nn.Linear`` runs with a bias). Decorators that
+        differentiate keep this composition."""
+        y = self.matmul(x, weight)
+        return self.add(y, self.reshape(bias, (1,) * (len(y.shape) - 1) + (bias.shape[0],)))
+
     def layer_norm(self, x: Primitive, weight: Primitive, bias: Primitive, epsilon: float,
                    dtype: DType) -> Primitive:
         """Layer normalisation over the last dim: ``x`` is ``[..., d]``, ``weight`` and ``bias``
