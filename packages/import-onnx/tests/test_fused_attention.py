@@ -1,5 +1,6 @@
-"""Attention as PyTorch exports it (q, k and v gathered off one projection, scaled products and a
-softmax) imports as one attention op and views, and computes what the graph does."""
+"""Attention as PyTorch exports it (q, k and v gathered off one projection, the heads split off by
+Reshape, Transpose, Reshape, scaled products and a softmax) imports as one attention op and
+views, and computes what the graph does."""
 
 from __future__ import annotations
 
@@ -96,3 +97,53 @@ def test_a_constant_gather_index_out_of_range_names_it():
     x = Tensor.from_data(np.zeros([2, 3], np.float32), device="ndarray")
     with pytest.raises(ShapeError, match="index 3 is out of range for axis 1 of size 3"):
         ops.gather_one(x, 3, 1, [])
+
+
+def relayout_model(shape: list[int], first: list[int], perm: list[int], to: list[int]
+                   ) -> onnx.ModelProto:
+    """``x`` -> Reshape(first) -> Transpose(perm) -> Reshape(to) -> y."""
+    constants = [numpy_helper.from_array(np.array(v, np.int64), name)
+                 for v, name in ((first, "first"), (to, "to"))]
+    nodes = [helper.make_node("Reshape", ["x", "first"], ["a"]),
+             helper.make_node("Transpose", ["a"], ["t"], perm=perm),
+             helper.make_node("Reshape", ["t", "to"], ["y"])]
+    graph = helper.make_graph(nodes, "relayout",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, to)],
+                              constants)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("shape, first, perm, to", [
+    ([6, 2, 8], [6, 4, 4], [1, 0, 2], [2, 2, 6, 4]),  # heads split off [seq, batch, d]
+    ([4, 6], [2, 2, 3, 2], [2, 0, 1, 3], [3, 8]),
+    ([3, 1, 4], [12], [0], [2, 6]),
+    ([6, 5], [5, 6], [1, 0], [30]),  # no common refinement: the steps as they are
+])
+def test_reshape_transpose_reshape_is_one_relayout(shape, first, perm, to):
+    model = relayout_model(shape, first, perm, to)
+    imported = convert(model)
+    assert "ops.relayout(" in imported.source
+    data = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    expected = ReferenceEvaluator(model).run(None, {"x": data})[0]
+    for backend in ("ndarray", "cpu"):
+        if backend == "cpu":
+            pytest.importorskip("burnish.cpu", reason="needs burnish-backend-cpu")
+        x = Tensor.from_data(data, device=backend)
+        np.testing.assert_array_equal(imported.build(backend)(x).to_numpy(), expected)
+
+
+def test_a_relayout_of_a_gap_in_the_layout_is_a_view():
+    pytest.importorskip("burnish.cpu", reason="needs burnish-backend-cpu")
+    import burnish as bn
+    from burnish.onnx import ops
+
+    data = np.arange(6 * 2 * 24, dtype=np.float32).reshape(6, 2, 24)
+    x = Tensor.from_data(data, device="cpu")[:, :, 8:16]  # [6, 2, 8] of a wider projection
+    backend = bn.backend("cpu")
+    runtime = backend.runtime(backend.default_device())
+    before = runtime.launches
+    y = ops.relayout(x, [6, 4, 4], [1, 0, 2], [2, 2, 6, 4])
+    assert runtime.launches == before  # the reshape alone would have copied
+    expected = data[:, :, 8:16].reshape(6, 4, 4).transpose(1, 0, 2).reshape(2, 2, 6, 4)
+    np.testing.assert_array_equal(y.to_numpy(), expected)

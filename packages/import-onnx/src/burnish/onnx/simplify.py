@@ -209,7 +209,8 @@ def _scalar(value: Value | None) -> float | None:
 def fuse(graph: Graph) -> None:
     """Replace recognised patterns by one node: ``MatMul`` by a constant matrix (and the
     ``Add`` of a constant bias) becomes ``burnish.Linear``; ``x * 0.5 * (1 + erf(x / sqrt(2)))``
-    becomes ``Gelu``; ``Softmax(q @ k^T, scaled) @ v`` becomes ``burnish.Attention``."""
+    becomes ``Gelu``; ``Softmax(q @ k^T, scaled) @ v`` becomes ``burnish.Attention``;
+    ``Reshape``, ``Transpose``, ``Reshape`` becomes ``burnish.Relayout``."""
     users = _consumers(graph)
     producers = {v.name: n for n in graph.nodes for v in n.outputs if v is not None}
     removed: set[int] = set()
@@ -223,6 +224,8 @@ def fuse(graph: Graph) -> None:
             _fuse_gelu(node, graph, users, removed, replaced)
         elif node.op_type == "Softmax":
             _fuse_attention(node, producers, users, removed, replaced)
+        elif node.op_type == "Reshape":
+            _fuse_relayout(node, users, removed, replaced)
     graph.nodes = [replaced.get(id(n), n) for n in graph.nodes if id(n) not in removed]
 
 
@@ -299,6 +302,32 @@ def _fuse_gelu(erf: Node, graph: Graph, users, removed: set[int],
     for n in chain:
         removed.add(id(n))
     removed.discard(id(last))
+    replaced[id(last)] = fused
+
+
+def _fuse_relayout(first: Node, users, removed: set[int], replaced: dict[int, Node]) -> None:
+    """``Reshape(a)``, ``Transpose(perm)``, ``Reshape(b)`` with constant positive shapes, the
+    intermediates read by nothing else (attention's heads split off a projection), becomes
+    ``burnish.Relayout``: the three steps at once, which is a view where the first reshape
+    alone would copy (``ops.relayout``)."""
+    if id(first) in replaced or first.input(0) is None:
+        return
+    shape = first.ints(1)
+    if shape is None or not all(d > 0 for d in shape):
+        return
+    transpose = _only_user(users, first.outputs[0], "Transpose")
+    perm = None if transpose is None else transpose.attr("perm")
+    if perm is None or sorted(perm) != list(range(len(shape))):
+        return
+    last = _only_user(users, transpose.outputs[0], "Reshape")  # type: ignore[union-attr]
+    to = None if last is None else last.ints(1)
+    if to is None or not all(d > 0 for d in to) or math.prod(to) != math.prod(shape):
+        return
+    if any(id(n) in removed or id(n) in replaced for n in (transpose, last)):
+        return
+    fused = Node(first.name, "Relayout", FUSED, [first.input(0)], [last.outputs[0]],  # type: ignore[union-attr]
+                 {"shape": list(shape), "perm": list(perm), "to": list(to)}, 1, first.proto)
+    removed.update((id(first), id(transpose)))
     replaced[id(last)] = fused
 
 

@@ -32,6 +32,13 @@ def convert_reshape(node: Node, out: Emitter) -> None:
         out.assign(f"ops.reshape({out.input(0)}, {out.ints(1)}, allowzero={allowzero})")
 
 
+@converts("Relayout", domain="burnish")
+def convert_relayout(node: Node, out: Emitter) -> None:
+    """The importer's own fused Reshape, Transpose, Reshape."""
+    out.assign(f"ops.relayout({out.input(0)}, {literal(node.attr('shape'))}, "
+               f"{literal(node.attr('perm'))}, {literal(node.attr('to'))})")
+
+
 @converts("Flatten")
 def convert_flatten(node: Node, out: Emitter) -> None:
     out.assign(f"ops.flatten({out.input(0)}, {node.attr('axis', 1)})")
