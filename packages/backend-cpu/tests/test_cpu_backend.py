@@ -265,3 +265,16 @@ def test_device_cpu_names_this_backend(cpu):
     x = Tensor.zeros([2], device="cpu")
     assert x.backend is burnish.backend("cpu")
     assert x.device == cpu.default_device()
+
+
+def test_a_reshape_that_a_view_can_express_launches_nothing(cpu):
+    runtime = cpu.runtime(cpu.default_device())
+    data = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    x = Tensor.from_data(data, device="cpu").permute([1, 0, 2, 3])  # [3, 2, 4, 5], strided
+    before = runtime.launches
+    merged = x.reshape([3, 2, 20]).unsqueeze(1).squeeze(1)
+    assert runtime.launches == before
+    copied = x.reshape([6, 20])  # the permuted dims cannot merge: a copy
+    assert runtime.launches == before + 1
+    np.testing.assert_array_equal(merged.to_numpy(), data.transpose(1, 0, 2, 3).reshape(3, 2, 20))
+    np.testing.assert_array_equal(copied.to_numpy(), data.transpose(1, 0, 2, 3).reshape(6, 20))

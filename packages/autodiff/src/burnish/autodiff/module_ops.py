@@ -4,6 +4,8 @@ The rules live beside the concept they differentiate: ``conv.py`` (conv, conv_tr
 unfold), ``pool.py`` (the pools) and ``interpolate.py``; this module records the nodes. Every op
 forwards to the inner backend's own kernel. Max pools without indices ask the inner backend for
 the indices when the input is tracked, since the gradient goes to the max of each window.
+Linear maps and layer normalisation run the inner backend's op when nothing is tracked, else
+the protocol's composition (its nodes give the gradient).
 """
 
 from __future__ import annotations
@@ -74,6 +76,18 @@ class AutodiffModuleOps(ModuleOps):
         # Tracked (a gradient of a gradient): the default's composition, differentiable.
         return ModuleOps.batch_norm_backward(self, x, weight, mean, invstd, grad, epsilon,
                                              dtype)
+
+    def linear(self, x: P, weight: P, bias: P) -> P:
+        if not any(_tracked(x, weight, bias)):
+            return P(self._inner.linear(x.inner, weight.inner, bias.inner))
+        # Tracked: the default's composition (a product and an addition), differentiable.
+        return ModuleOps.linear(self, x, weight, bias)
+
+    def layer_norm(self, x: P, weight: P, bias: P, epsilon: float, dtype: DType) -> P:
+        if not any(_tracked(x, weight, bias)):
+            return P(self._inner.layer_norm(x.inner, weight.inner, bias.inner, epsilon, dtype))
+        # Tracked: the default's composition, whose nodes give the gradient.
+        return ModuleOps.layer_norm(self, x, weight, bias, epsilon, dtype)
 
     def conv_weight_grad(self, x: P, grad: P, kernel: Dims, stride: Dims, padding: Dims,
                          dilation: Dims, groups: int) -> P:

@@ -2,7 +2,8 @@
 matrix times the output's gradient, summed over the batch by ``burnish.cpu.conv`` (forward
 convolutions and input gradients go there through ``CpuRuntime.library_conv``); where that
 cannot run, burnish.jit's patch matrix times the gradient in one BLAS product per group. Max
-pooling's input gradient: one pass of ``burnish.cpu.pool`` per plane."""
+pooling's input gradient: one pass of ``burnish.cpu.pool`` per plane. Layer normalisation:
+one visit per row in ``burnish.cpu.norm``. Linear maps: the bias added within the BLAS call."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from burnish.cpu.blas import Gemm
 from burnish.cpu.conv import NativeConv, geometry
+from burnish.cpu.norm import NativeNorm
 from burnish.cpu.pool import NativePool
 from burnish.jit.backend.module_ops import JitModuleOps
 from burnish.jit.kernels import conv as conv_kernels
@@ -20,8 +22,8 @@ from burnish.jit.tensor import JitTensor, numel
 
 
 class CpuModuleOps(JitModuleOps):
-    """``conv_weight_grad`` through NumPy's BLAS and ``max_pool_backward`` in compiled C, for
-    float32 and float64."""
+    """``conv_weight_grad`` and ``linear`` through NumPy's BLAS, ``max_pool_backward`` and
+    ``layer_norm`` in compiled C, for float32 and float64."""
 
     def max_pool_backward(self, grad, indices, x_shape, dtype):
         if (dtype.name not in NativePool.dtypes or grad.dtype != dtype
@@ -35,6 +37,35 @@ class CpuModuleOps(JitModuleOps):
         if numel(shape):
             runtime.host(_max_pool_backward, (plain(grad), plain(indices)), (out,),
                          runtime.native_pool)
+        return out
+
+    def linear(self, x, weight, bias):
+        """float32 and float64 on BLAS: the output starts as the bias, broadcast, and the
+        product is added to it (BLAS's beta of 1): no pass of its own for the bias."""
+        runtime = x.runtime
+        if not runtime.blas(x.dtype) or weight.dtype != x.dtype or bias.dtype != x.dtype:
+            return super().linear(x, weight, bias)
+        shape = (*x.shape[:-1], weight.shape[1])
+        out = JitTensor(runtime.pool.alloc(max(1, numel(shape)) * np.dtype(x.dtype.name).itemsize),
+                        shape, x.dtype, x.device, runtime)
+        if numel(shape):
+            runtime.host(_linear, (x, weight, plain(bias)), (out,), runtime.gemm)
+        return out
+
+    def layer_norm(self, x, weight, bias, epsilon, dtype):
+        """float32 and float64 through ``burnish.cpu.norm``: one visit per row."""
+        if (dtype.name not in NativeNorm.dtypes or x.dtype != dtype or weight.dtype != dtype
+                or bias.dtype != dtype or not x.shape or not numel(x.shape)):
+            return super().layer_norm(x, weight, bias, epsilon, dtype)
+        runtime = x.runtime
+        d = x.shape[-1]
+        rows = numel(x.shape) // d
+        x = plain(x)
+        out = JitTensor(runtime.pool.alloc(numel(x.shape) * np.dtype(dtype.name).itemsize),
+                        x.shape, dtype, x.device, runtime)
+        flat = x.view((rows, d), (d, 1), x.offset)
+        runtime.host(_layer_norm, (flat, plain(weight), plain(bias)),
+                     (out.view((rows, d), (d, 1), 0),), float(epsilon), runtime.native_norm)
         return out
 
     def conv_weight_grad(self, x, grad, kernel, stride, padding, dilation, groups):
@@ -100,3 +131,16 @@ def _accumulate(grads: np.ndarray, cols: np.ndarray, result: np.ndarray, first: 
         np.matmul(lhs, rhs, out=result)
     else:
         result += np.matmul(lhs, rhs)
+
+
+def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray,
+                epsilon: float, native: NativeNorm) -> None:
+    native.layer_norm(x, weight, bias, out, epsilon)
+
+
+def _linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray,
+            gemm: Gemm) -> None:
+    out[...] = bias
+    if not gemm.product(x, weight, out, beta=1.0):
+        np.matmul(x, weight, out=out)
+        out += bias

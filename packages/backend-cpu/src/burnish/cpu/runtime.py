@@ -23,6 +23,7 @@ from burnish.cpu.compiler import Compiler
 from burnish.cpu.conv import NativeConv, geometry
 from burnish.cpu.int8_gemm import Int8Gemm
 from burnish.cpu.int8_quantize import Int8Quantize
+from burnish.cpu.norm import NativeNorm
 from burnish.cpu.pool import NativePool
 from burnish.cpu.recurrent import NativeRecurrent, weight_layout
 from burnish.cpu.reduce import NativeReduce
@@ -75,6 +76,7 @@ class CpuRuntime(Runtime):
         self._conv: NativeConv | None = None
         self._pool: NativePool | None = None
         self._reduce: NativeReduce | None = None
+        self._norm: NativeNorm | None = None
         self._attention: NativeAttention | None = None
         self._recurrent: NativeRecurrent | None = None
         self._int8_gemm: Int8Gemm | None = None
@@ -199,6 +201,13 @@ class CpuRuntime(Runtime):
             self._reduce = NativeReduce(self.compiler)
         return self._reduce
 
+    @property
+    def native_norm(self) -> NativeNorm:
+        """Layer normalisation in compiled C (made at the first use)."""
+        if self._norm is None:
+            self._norm = NativeNorm(self.compiler)
+        return self._norm
+
     def library_max_pool(self, x: JitTensor, out: JitTensor, index: JitTensor | None,
                          kernel: tuple[int, ...], stride: tuple[int, ...],
                          padding: tuple[int, ...], dilation: tuple[int, ...]) -> bool:
@@ -309,6 +318,33 @@ class CpuRuntime(Runtime):
             self._gemm = Gemm(self.compiler, self.threads)
         return self._gemm
 
+    def program(self, commands: Sequence[tuple]) -> list[tuple[Any, tuple]]:
+        """``Runtime.program`` with each host call's arrays made once: a record's buffers stay
+        where they are, so its replays call the function on the same arrays (``replayer``
+        sets NumPy's error state and the BLAS guard once around them all)."""
+        program = super().program(commands)
+        for i, (fn, args) in enumerate(program):
+            if fn is _on_arrays:
+                host_fn, _, layouts, extra, *handles = args
+                program[i] = (host_fn, (*_arrays(layouts, handles), *extra))
+        return program
+
+    def replayer(self, commands: Sequence[tuple]) -> Any:
+        """The recorded launches and host calls in order, inside one BLAS guard and NumPy
+        error state (a host call outside a replay enters both itself: ``host``)."""
+        program = self.program(commands)
+        copy = type(self).copy.__get__(self)
+        guard = self.gemm.guard
+
+        def replay(copies: Sequence[tuple]) -> None:
+            for src, dst, start, end, _ in copies:
+                copy(src, start, dst, start, end - start)
+            with np.errstate(all="ignore"), guard:  # NaN and inf propagate, as in kernels
+                for fn, args in program:
+                    fn(*args)
+
+        return replay
+
     def host(self, fn: Any, inputs: Sequence[JitTensor], outputs: Sequence[JitTensor],
              *extra: Any) -> None:
         """Run ``fn(*arrays, *extra)`` on NumPy arrays over the memory of ``inputs`` and then
@@ -323,14 +359,21 @@ class CpuRuntime(Runtime):
         self.launches += 1
 
 
-def _on_arrays(fn: Any, guard: AbstractContextManager[Any], layouts: tuple, extra: tuple,
-               *handles: HostBuffer) -> None:
+def _arrays(layouts: tuple, handles: Sequence[HostBuffer]) -> list[np.ndarray]:
+    """NumPy arrays over ``handles``' memory, each with its ``(shape, strides, offset, dtype)``
+    (in elements) of ``layouts``."""
     arrays = []
     for handle, (shape, strides, offset, dtype) in zip(handles, layouts):
         kind = np.dtype(dtype)  # float32, float64 and the ints: NumPy's types are the storage
         size = kind.itemsize
         arrays.append(np.ndarray(shape, kind, buffer=handle.array, offset=offset * size,
                                  strides=tuple(s * size for s in strides)))
+    return arrays
+
+
+def _on_arrays(fn: Any, guard: AbstractContextManager[Any], layouts: tuple, extra: tuple,
+               *handles: HostBuffer) -> None:
+    arrays = _arrays(layouts, handles)
     with np.errstate(all="ignore"), guard:  # NaN and inf propagate, as in kernels
         fn(*arrays, *extra)
 

@@ -80,6 +80,29 @@ class ModuleOps(ABC):
                          self.reshape(bias, shape))
         return y, self.reshape(mean, (channels,)), self.reshape(invstd, (channels,))
 
+    def linear(self, x: Primitive, weight: Primitive, bias: Primitive) -> Primitive:
+        """``x @ weight + bias``: ``x`` is ``[..., d_input]`` (at least 2-d), ``weight``
+        ``[d_input, d_output]``, ``bias`` ``[d_output]``, all of one float dtype; the result is
+        ``[..., d_output]`` (what ``nn.Linear`` runs with a bias). Decorators that
+        differentiate keep this composition."""
+        y = self.matmul(x, weight)
+        return self.add(y, self.reshape(bias, (1,) * (len(y.shape) - 1) + (bias.shape[0],)))
+
+    def layer_norm(self, x: Primitive, weight: Primitive, bias: Primitive, epsilon: float,
+                   dtype: DType) -> Primitive:
+        """Layer normalisation over the last dim: ``x`` is ``[..., d]``, ``weight`` and ``bias``
+        ``[d]``, all of ``dtype``; ``y = (x - mean) * invstd * weight + bias`` with each row's
+        ``mean`` and ``invstd = 1 / sqrt(var + epsilon)`` (``var`` biased). Decorators that
+        differentiate keep this composition (its gradient is that of the ops it calls)."""
+        last = len(x.shape) - 1
+        shape = (1,) * last + (x.shape[last],)
+        mean = self.mean(x, last, dtype)
+        centered = self.sub(x, mean)
+        var = self.mean(self.mul(centered, centered), last, dtype)
+        invstd = self.rsqrt(self.add_scalar(var, epsilon, dtype), dtype)
+        return self.add(self.mul(self.mul(centered, invstd), self.reshape(weight, shape)),
+                        self.reshape(bias, shape))
+
     def batch_norm_backward(self, x: Primitive, weight: Primitive, mean: Primitive,
                             invstd: Primitive, grad: Primitive, epsilon: float, dtype: DType
                             ) -> tuple[Primitive, Primitive, Primitive]:

@@ -25,7 +25,7 @@ from burnish.functional.conv import (
 )
 from burnish.functional.embedding import embedding
 from burnish.functional.linear import linear
-from burnish.functional.norm import batch_norm
+from burnish.functional.norm import batch_norm, layer_norm
 from burnish.functional.optim import adam_step
 from burnish.functional.pad import pad
 from burnish.functional.pool import (
@@ -55,7 +55,8 @@ __all__ = [
     "adam_step", "adaptive_max_pool", "adaptive_max_pool1d", "adaptive_max_pool2d",
     "adaptive_max_pool_with_indices", "avg_pool", "avg_pool1d", "avg_pool2d", "batch_norm",
     "conv", "conv1d", "conv2d", "conv3d", "conv_transpose", "conv_transpose1d", "conv_transpose2d",
-    "conv_transpose3d", "embedding", "gelu", "gru_cell", "gru_sequence", "interpolate", "linear",
+    "conv_transpose3d", "embedding", "gelu", "gru_cell", "gru_sequence", "interpolate",
+    "layer_norm", "linear",
     "log_sigmoid", "log_softmax", "lstm_cell", "lstm_sequence",
     "max_pool", "max_pool1d", "max_pool1d_with_indices", "max_pool2d", "max_pool2d_with_indices",
     "max_pool_with_indices", "pad", "relu", "scaled_dot_product_attention", "sigmoid",

@@ -1,4 +1,5 @@
-"""Batch normalisation with the batch's statistics (what ``nn.BatchNorm`` runs while training)."""
+"""Batch normalisation with the batch's statistics (what ``nn.BatchNorm`` runs while training),
+and layer normalisation (``nn.LayerNorm``'s)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,29 @@ def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, epsilon: float = 1e-5,
     if not return_stats:
         return out
     return out, _core.make(mean, x.device, x.dtype), _core.make(invstd, x.device, x.dtype)
+
+
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, epsilon: float = 1e-5) -> Tensor:
+    """``(x - mean) / sqrt(var + epsilon) * weight + bias`` with each row's ``mean`` and biased
+    ``var`` over the last dim: ``x`` is ``[..., d]``, ``weight`` and ``bias`` ``[d]``, all of one
+    float dtype. One backend op (one pass over each row in C on cpu); its gradient is that of
+    the composition it stands for. Raises ShapeError and DTypeError naming both sides."""
+    op = "layer_norm"
+    if type(x) is not _core.Tensor:
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+    if x.dtype.kind is not Kind.FLOAT:
+        raise DTypeError(f"{op} needs a float tensor, got {x.dtype}")
+    if x.ndim < 1:
+        raise ShapeError(f"{op} needs a tensor of shape [..., features], got {show(x.shape)}")
+    features = x.shape[-1]
+    for name, other in (("weight", weight), ("bias", bias)):
+        if type(other) is not _core.Tensor:
+            raise TypeError(f"{op}: {name} must be a Tensor, got {type(other).__name__}")
+        if tuple(other.shape) != (features,):
+            raise ShapeError(f"{op}: {name} must be [{features}] (the input's last dim, "
+                             f"{show(x.shape)}), got {show(other.shape)}")
+        _core.same_device(x, other, op)
+        if other.dtype is not x.dtype:
+            raise_dtype(op, x, other)
+    prim = x.backend.layer_norm(x._prim, weight._prim, bias._prim, float(epsilon), x.dtype)
+    return _core.make(prim, x.device, x.dtype)

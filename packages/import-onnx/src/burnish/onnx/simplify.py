@@ -1,5 +1,6 @@
 """Graph simplification before conversion: constant folding, dead nodes, and fusing common
-patterns (MatMul + Add into Linear, the erf form of GELU) into one node."""
+patterns (MatMul + Add into Linear, the erf form of GELU, attention's products and softmax)
+into one node."""
 
 from __future__ import annotations
 
@@ -208,8 +209,10 @@ def _scalar(value: Value | None) -> float | None:
 def fuse(graph: Graph) -> None:
     """Replace recognised patterns by one node: ``MatMul`` by a constant matrix (and the
     ``Add`` of a constant bias) becomes ``burnish.Linear``; ``x * 0.5 * (1 + erf(x / sqrt(2)))``
-    becomes ``Gelu``."""
+    becomes ``Gelu``; ``Softmax(q @ k^T, scaled) @ v`` becomes ``burnish.Attention``;
+    ``Reshape``, ``Transpose``, ``Reshape`` becomes ``burnish.Relayout``."""
     users = _consumers(graph)
+    producers = {v.name: n for n in graph.nodes for v in n.outputs if v is not None}
     removed: set[int] = set()
     replaced: dict[int, Node] = {}
     for node in graph.nodes:
@@ -219,6 +222,10 @@ def fuse(graph: Graph) -> None:
             _fuse_linear(node, users, removed, replaced)
         elif node.op_type == "Erf":
             _fuse_gelu(node, graph, users, removed, replaced)
+        elif node.op_type == "Softmax":
+            _fuse_attention(node, producers, users, removed, replaced)
+        elif node.op_type == "Reshape":
+            _fuse_relayout(node, users, removed, replaced)
     graph.nodes = [replaced.get(id(n), n) for n in graph.nodes if id(n) not in removed]
 
 
@@ -296,6 +303,105 @@ def _fuse_gelu(erf: Node, graph: Graph, users, removed: set[int],
         removed.add(id(n))
     removed.discard(id(last))
     replaced[id(last)] = fused
+
+
+def _fuse_relayout(first: Node, users, removed: set[int], replaced: dict[int, Node]) -> None:
+    """``Reshape(a)``, ``Transpose(perm)``, ``Reshape(b)`` with constant positive shapes, the
+    intermediates read by nothing else (attention's heads split off a projection), becomes
+    ``burnish.Relayout``: the three steps at once, which is a view where the first reshape
+    alone would copy (``ops.relayout``)."""
+    if id(first) in replaced or first.input(0) is None:
+        return
+    shape = first.ints(1)
+    if shape is None or not all(d > 0 for d in shape):
+        return
+    transpose = _only_user(users, first.outputs[0], "Transpose")
+    perm = None if transpose is None else transpose.attr("perm")
+    if perm is None or sorted(perm) != list(range(len(shape))):
+        return
+    last = _only_user(users, transpose.outputs[0], "Reshape")  # type: ignore[union-attr]
+    to = None if last is None else last.ints(1)
+    if to is None or not all(d > 0 for d in to) or math.prod(to) != math.prod(shape):
+        return
+    if any(id(n) in removed or id(n) in replaced for n in (transpose, last)):
+        return
+    fused = Node(first.name, "Relayout", FUSED, [first.input(0)], [last.outputs[0]],  # type: ignore[union-attr]
+                 {"shape": list(shape), "perm": list(perm), "to": list(to)}, 1, first.proto)
+    removed.update((id(first), id(transpose)))
+    replaced[id(last)] = fused
+
+
+#: The dtypes of the attention ``_fuse_attention`` hands to one op (``ops.softmax`` rounds
+#: half floats step by step as ONNX's reference does; the fused op would not).
+ATTENTION_TYPES = ("float32", "float64")
+
+
+def _scaled(value: Value, producers: dict[str, Node], users,
+            chain: list[Node]) -> tuple[Value, float]:
+    """``value`` with the scalings by constants that made it taken off (``Mul`` by a constant,
+    ``Div`` by one; each read by nothing else, appended to ``chain``): what was scaled and by
+    how much in all."""
+    scale = 1.0
+    while True:
+        node = producers.get(value.name)
+        if node is None or node.domain != "" or node.op_type not in ("Mul", "Div") \
+                or len(users.get(value.name, [])) != 1:
+            return value, scale
+        x, c = node.input(0), _scalar(node.input(1))
+        if c is None and node.op_type == "Mul":
+            x, c = node.input(1), _scalar(node.input(0))
+        constant = node.input(1) if x is node.input(0) else node.input(0)
+        if x is None or c is None or c == 0.0 or constant is None \
+                or (constant.rank or 0) > (x.rank or 0):
+            return value, scale
+        scale *= c if node.op_type == "Mul" else 1.0 / c
+        chain.append(node)
+        value = x
+
+
+def _fuse_attention(softmax: Node, producers: dict[str, Node], users, removed: set[int],
+                    replaced: dict[int, Node]) -> None:
+    """``Softmax(s * (q @ kt), last axis) @ v`` (the scale ``s`` from constant factors on the
+    scores or on either operand, as PyTorch exports ``nn.MultiheadAttention``) becomes
+    ``burnish.Attention(q, kt, v)`` with ``scale``: one attention op for the backend, where the
+    scores need never be stored. Only ``[batch, heads, seq, dim]`` operands of known shapes
+    and float32/float64, every intermediate read by nothing else, no mask."""
+    scores = softmax.input(0)
+    axis = softmax.attr("axis", -1 if softmax.opset >= 13 else 1)
+    if scores is None or scores.rank != 4 or axis not in (-1, 3):
+        return
+    after = _only_user(users, softmax.outputs[0], "MatMul")
+    if after is None or after.input(0) is not softmax.outputs[0]:
+        return
+    chain = [softmax]
+    scores, scale = _scaled(scores, producers, users, chain)
+    product = producers.get(scores.name)
+    if product is None or product.op_type != "MatMul" or product.domain != "" \
+            or len(users.get(scores.name, [])) != 1:
+        return
+    chain.append(product)
+    operands = []
+    for operand in product.inputs[:2]:
+        if operand is None:
+            return
+        operand, factor = _scaled(operand, producers, users, chain)
+        operands.append(operand)
+        scale *= factor
+    (q, kt), v = operands, after.input(1)
+    shapes = [x.static_shape() if x is not None else None for x in (q, kt, v)]
+    if any(s is None or len(s) != 4 for s in shapes) or v is None:
+        return
+    (batch, heads, _, dim), k_shape, v_shape = shapes  # type: ignore[misc]
+    if k_shape[:3] != [batch, heads, dim] or v_shape[:3] != [batch, heads, k_shape[3]] \
+            or k_shape[3] == 0 or {q.dtype, kt.dtype, v.dtype} - set(ATTENTION_TYPES) \
+            or len({q.dtype, kt.dtype, v.dtype}) != 1:
+        return
+    if any(id(n) in removed or id(n) in replaced for n in (*chain, after)):
+        return
+    fused = Node(softmax.name, "Attention", FUSED, [q, kt, v], [after.outputs[0]],
+                 {"scale": scale}, 1, softmax.proto)
+    removed.update(id(n) for n in chain)
+    replaced[id(after)] = fused  # where the second product was: v is made by then
 
 
 #: The 8-bit types whose DequantizeLinear products run on the integers (``fuse_qdq``).

@@ -7,6 +7,7 @@ from __future__ import annotations
 from burnish import Device, Tensor
 from burnish import amp as _amp
 from burnish import functional as F
+from burnish.dtype import promote
 from burnish.nn.config import Config
 from burnish.nn.module import Module
 from burnish.nn.param import Param, is_autodiff
@@ -30,10 +31,9 @@ class LayerNorm(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x = _amp.full(x)
-        mean = x.mean(-1, keepdim=True)
-        centered = x - mean
-        var = (centered * centered).mean(-1, keepdim=True)
-        return centered * (var + self.epsilon).rsqrt() * self.gamma.val() + self.beta.val()
+        gamma, beta = self.gamma.val(), self.beta.val()
+        dtype = promote(promote(x.dtype, gamma.dtype), beta.dtype)  # as x * gamma + beta
+        return F.layer_norm(x.cast(dtype), gamma.cast(dtype), beta.cast(dtype), self.epsilon)
 
 
 class RmsNormConfig(Config):

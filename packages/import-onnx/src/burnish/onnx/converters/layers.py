@@ -204,6 +204,14 @@ def convert_linear(node: Node, out: Emitter) -> None:
     linear(out, found[0], found[1], out.input(0))
 
 
+@converts("Attention", domain="burnish")
+def convert_fused_attention(node: Node, out: Emitter) -> None:
+    """The importer's own fused attention: ``softmax(scale * q @ kt) @ v`` (``kt``: the keys
+    transposed, as the graph multiplied them)."""
+    out.assign(f"F.scaled_dot_product_attention({out.input(0)}, {out.input(1)}.transpose(), "
+               f"{out.input(2)}, scale={node.attr('scale')!r})")
+
+
 @converts("Gemm")
 def convert_gemm(node: Node, out: Emitter) -> None:
     alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)

@@ -32,6 +32,13 @@ def convert_reshape(node: Node, out: Emitter) -> None:
         out.assign(f"ops.reshape({out.input(0)}, {out.ints(1)}, allowzero={allowzero})")
 
 
+@converts("Relayout", domain="burnish")
+def convert_relayout(node: Node, out: Emitter) -> None:
+    """The importer's own fused Reshape, Transpose, Reshape."""
+    out.assign(f"ops.relayout({out.input(0)}, {literal(node.attr('shape'))}, "
+               f"{literal(node.attr('perm'))}, {literal(node.attr('to'))})")
+
+
 @converts("Flatten")
 def convert_flatten(node: Node, out: Emitter) -> None:
     out.assign(f"ops.flatten({out.input(0)}, {node.attr('axis', 1)})")
@@ -79,6 +86,12 @@ def convert_slice(node: Node, out: Emitter) -> None:
 
 @converts("Gather")
 def convert_gather(node: Node, out: Emitter) -> None:
+    index = node.const(1)
+    if index is not None and index.size == 1 and index.dtype.kind in "iu":
+        # One constant index (attention's q, k and v split off one projection): a view.
+        out.assign(f"ops.gather_one({out.input(0)}, {int(index.reshape(-1)[0])}, "
+                   f"{node.attr('axis', 0)}, {literal(list(index.shape))})")
+        return
     out.assign(f"ops.gather({out.input(0)}, {out.input(1)}, {node.attr('axis', 0)})")
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import burnish as bn
 import burnish.functional as F
 from burnish import Tensor
+from burnish.errors import ShapeError
 from burnish.onnx.ops.core import host
 
 
@@ -37,6 +38,47 @@ def reshape(x: Tensor, shape: Sequence[int], allowzero: int = 0) -> Tensor:
         known = math.prod(d for d in shape if d != -1)
         shape[shape.index(-1)] = x.numel() // known if known else 0
     return x.reshape(shape)
+
+
+def relayout(x: Tensor, shape: Sequence[int], perm: Sequence[int], to: Sequence[int]) -> Tensor:
+    """``x.reshape(shape).permute(perm).reshape(to)`` in one: ``x``'s dims and ``shape``'s are
+    split to their common refinement (splitting a dim is a view), permuted, then merged into
+    ``to`` (a view where the strides allow). Where the first reshape alone would copy (heads
+    split across a gap in ``x``'s layout) the whole is often a view. The three steps as they are
+    where the two shapes have no common refinement."""
+    groups = _refinement(list(x.shape), list(shape))
+    if groups is None:
+        return x.reshape(list(shape)).permute(list(perm)).reshape(list(to))
+    fine, of_shape = groups
+    order = [d for p in perm for d in of_shape[p]]
+    return x.reshape(fine).permute(order).reshape(list(to))
+
+
+def _refinement(a: list[int], b: list[int]) -> tuple[list[int], list[list[int]]] | None:
+    """The coarsest shape both ``a`` and ``b`` merge from (their dims' row-major boundaries
+    together), and for each dim of ``b`` the dims of that shape it spans (none for a dim of
+    one); None where they have none (a dim of one's boundary is not a multiple of the other's)
+    or are empty."""
+    def boundaries(shape: list[int]) -> list[int]:
+        found = [1]
+        for n in reversed(shape):
+            found.append(found[-1] * n)
+        return found
+
+    ba, bb = boundaries(a), boundaries(b)
+    if ba[-1] != bb[-1] or ba[-1] == 0:
+        return None
+    points = sorted(set(ba) | set(bb))
+    if any(high % low for low, high in zip(points, points[1:])):
+        return None
+    count = len(points) - 1
+    fine = [points[k + 1] // points[k] for k in reversed(range(count))]
+    index = {p: k for k, p in enumerate(points)}
+    spans = []
+    for d in range(len(b)):
+        low, high = index[bb[len(b) - 1 - d]], index[bb[len(b) - d]]
+        spans.append(list(range(count - high, count - low)))
+    return fine, spans
 
 
 def flatten(x: Tensor, axis: int = 1) -> Tensor:
@@ -125,6 +167,21 @@ def gather(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
     picked = x.select(axis, flat)
     dims = list(x.shape)
     return picked.reshape(dims[:axis] + list(indices.shape) + dims[axis + 1:])
+
+
+def gather_one(x: Tensor, index: int, axis: int, index_shape: Sequence[int]) -> Tensor:
+    """ONNX Gather of one constant ``index`` (negative from the end) whose indices tensor has
+    ``index_shape`` (``[]``: the axis goes; dims of one: they take its place): a slice of
+    ``x``, a view where the backend has them, rather than a gather. Raises ShapeError for an
+    index out of range, naming it and the dim."""
+    axis = _axis(axis, x.ndim)
+    n = x.shape[axis]
+    if not -n <= index < n:
+        raise ShapeError(f"Gather: index {index} is out of range for axis {axis} of size {n} "
+                         f"(shape {list(x.shape)})")
+    picked = x.narrow(axis, index + n if index < 0 else index, 1)
+    dims = list(x.shape)
+    return picked.reshape(dims[:axis] + list(index_shape) + dims[axis + 1:])
 
 
 def gather_elements(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:

@@ -225,8 +225,16 @@ class JitBase(Backend):
     # -- views ----------------------------------------------------------------------------------
 
     def reshape(self, x: JitTensor, shape: tuple[int, ...]) -> JitTensor:
+        """A view where ``x``'s strides allow one (NumPy's rule: each run of old dims that
+        merges or splits into new dims is itself evenly strided), else a plain copy: splitting
+        off or squeezing a dim of a permuted or sliced tensor costs no kernel."""
+        shape = tuple(shape)
+        if not x.is_contiguous():
+            strides = view_strides(x.shape, x.strides, shape)
+            if strides is not None:
+                return x.view(shape, strides, x.offset)
         x = self.contiguous(x)
-        return x.view(tuple(shape), contiguous_strides(tuple(shape)), x.offset)
+        return x.view(shape, contiguous_strides(shape), x.offset)
 
     def permute(self, x: JitTensor, axes: tuple[int, ...]) -> JitTensor:
         return x.view(tuple(x.shape[a] for a in axes), tuple(x.strides[a] for a in axes),
@@ -255,6 +263,46 @@ class JitBase(Backend):
             shape.append(size)
             strides.append(stride * step)
         return x.view(tuple(shape), tuple(strides), offset)
+
+
+def view_strides(shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, ...]
+                 ) -> tuple[int, ...] | None:
+    """Strides under which the elements of ``(shape, strides)`` read in row-major order are
+    ``new``'s, or None where no strides do (NumPy's ``_attempt_nocopy_reshape``). Dims of one
+    are left out of the old layout and get a stride of 0 in the new one."""
+    if 0 in shape or 0 in new:
+        return None
+    old = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    result = [0] * len(new)
+    oi = ni = 0
+    while oi < len(old) and ni < len(new):
+        if new[ni] == 1:
+            ni += 1
+            continue
+        oj, nj = oi + 1, ni + 1
+        old_size, new_size = old[oi][0], new[ni]
+        while old_size != new_size:  # the smallest runs of old and new dims of equal size
+            if old_size < new_size:
+                if oj == len(old):
+                    return None
+                old_size *= old[oj][0]
+                oj += 1
+            else:
+                if nj == len(new):
+                    return None
+                new_size *= new[nj]
+                nj += 1
+        for k in range(oi, oj - 1):  # the old run must be one evenly strided block
+            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
+                return None
+        step = old[oj - 1][1]
+        for k in range(nj - 1, ni - 1, -1):
+            result[k] = 0 if new[k] == 1 else step
+            step *= new[k]
+        oi, ni = oj, nj
+    if oi != len(old) or any(n != 1 for n in new[ni:]):
+        return None
+    return tuple(result)
 
 
 def _fill(values: list, scalars: list) -> ir.Expr:
