@@ -85,7 +85,9 @@ def test_cublas_comes_first_and_burnish_jits_integer_kernels_next():
 @pytest.mark.parametrize("shapes", [((7, 13), 13, 5), ((2, 37, 301), 301, 45)], ids=str)
 def test_burnish_jits_integer_kernels_give_the_exact_sums_on_cuda(device, schemes, shapes):
     """What cuBLAS's path leaves (products past MAX_PRODUCT) runs on burnish.jit's generated
-    kernels, ``__dp4a`` in CUDA C: called directly here, on small operands."""
+    kernels, ``__dp4a`` in CUDA C: called directly here, on small operands; then cuBLAS's path
+    in the same runtime (the two paths' kernels once shared a cache key: whichever compiled
+    first ran for both, and cuBLAS's products came out zero)."""
     from burnish.jit.kernels import quant as jit_quant
 
     x_shape, k, n = shapes
@@ -97,7 +99,9 @@ def test_burnish_jits_integer_kernels_give_the_exact_sums_on_cuda(device, scheme
     assert jit_quant.takes(qx.primitive, qw.primitive)
     prim = jit_quant.quantized_matmul(qx.primitive, qw.primitive, float32)
     got = _core.make(prim, device, float32).to_numpy()
-    np.testing.assert_array_equal(got, quantized_product(qx, qw))
+    expected = quantized_product(qx, qw)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal((qx @ qw).to_numpy(), expected)
 
 
 @pytest.mark.parametrize("shape, strides, offset, value, sums, expected", [

@@ -288,7 +288,7 @@ def test_the_generated_kernels_multiply_words_as_four_bytes(jit_backend):
     (qx @ qw).to_numpy()
     runtime = jit_backend.runtime(device)
     keys = [key for key in runtime._kernels if isinstance(key, tuple) and key[0] ==
-            "quant_matmul"]
+            "int8_words_matmul"]
     assert keys
     source = runtime.source_of(keys[-1])
     assert ("dot4I8Packed" if runtime.generator.language == "wgsl" else "dot4i8(") in source

@@ -129,7 +129,7 @@ def quantized_matmul(lhs: QuantizedPrimitive, rhs: QuantizedPrimitive, dtype: DT
         """Launch the product's kernel (the tiled one with tiling ``name``)."""
         if name is not None:
             layout.tile(mm._BY_NAME[name])
-        runtime.launch(("quant_matmul", epilogue.params, *layout.key()),
+        runtime.launch(("int8_words_matmul", epilogue.params, *layout.key()),
                        lambda: layout.kernel(epilogue), buffers, layout.info,
                        groups=layout.workgroups())
 
@@ -241,7 +241,7 @@ def pack(src: JitTensor, shift: int, sums: bool) -> JitTensor:
     words = -(-cols // WORD)
     out = _alloc(src, (rows, words), int32, extra=rows if sums else 0)
     info = [rows, cols, words, src.offset, src.strides[0], src.strides[1]]
-    src.runtime.launch(("quant_pack", src.dtype.name, shift, sums),
+    src.runtime.launch(("int8_words_pack", src.dtype.name, shift, sums),
                        lambda: _pack_kernel(src.dtype.name, shift, sums),
                        [out.buffer, src.buffer], info, groups=rows)
     return out
@@ -250,7 +250,7 @@ def pack(src: JitTensor, shift: int, sums: bool) -> JitTensor:
 def _pack_kernel(dtype: str, shift: int, sums: bool) -> ir.Kernel:
     """One workgroup a row: each invocation packs every ``PACK_WORKGROUP``-th word of it, and
     with ``sums`` the workgroup adds up the row's shifted values."""
-    k = KernelBuilder("quant_pack", (PACK_WORKGROUP, 1, 1))
+    k = KernelBuilder("int8_words_pack", (PACK_WORKGROUP, 1, 1))
     out = k.buffer("out", "int32", writable=True)
     src = k.buffer("src", dtype)
     rows, cols, words = (k.let(k.info(w), name) for w, name in
