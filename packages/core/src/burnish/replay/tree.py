@@ -297,15 +297,20 @@ def leaves_of(template: Any) -> list[Leaf]:
     return [leaf for part in template.parts.values() for leaf in leaves_of(part)]
 
 
+def _put(out: Any, items: list[tuple[Any, Any]]) -> Any:
+    """``out`` (a container or an object, perhaps with ``__slots__``) with each ``(key,
+    value)`` of ``items`` set in it."""
+    for k, v in items:
+        if isinstance(out, dict | list):
+            out[k] = v
+        else:
+            object.__setattr__(out, k, v)
+    return out
+
+
 def _without_parts(value: Any, parts: list[tuple[Any, Any]]) -> Any:
     """A shallow copy of the container or object ``value`` with ``None`` where its parts are."""
-    out = copy.copy(value)
-    for k, _ in parts:
-        if isinstance(out, dict | list):
-            out[k] = None
-        else:
-            object.__setattr__(out, k, None)
-    return out
+    return _put(copy.copy(value), [(k, None) for k, _ in parts])
 
 
 def builder(template: Any) -> Callable[[Iterator[Any]], Any]:
@@ -352,13 +357,8 @@ def builder(template: Any) -> Callable[[Iterator[Any]], Any]:
 
         def other(outputs: Iterator[Any]) -> Any:
             rebuilt = [(k, make_part(outputs)) for k, make_part in parts]
-            out = copy.copy(skeleton)  # subclasses of dict and list, objects with __slots__
-            for k, v in rebuilt:
-                if isinstance(out, dict | list):
-                    out[k] = v
-                else:
-                    object.__setattr__(out, k, v)
-            return out
+            # subclasses of dict and list, objects with __slots__
+            return _put(copy.copy(skeleton), rebuilt)
 
         return other
     attributes = dict.fromkeys(value.__dict__)  # None for the parts, in the attributes' order

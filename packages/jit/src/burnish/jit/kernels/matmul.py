@@ -314,6 +314,22 @@ def _plain_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: boo
     return k.build()
 
 
+def shared_sum(k: KernelBuilder, shares: ir.Shared, at: ir.Expr, lane: ir.Expr, acc: ir.Var,
+               width: int) -> None:
+    """Sum ``acc`` over ``width`` consecutive invocations (``lane`` counts them from 0, ``at``
+    is this one's slot of the workgroup array ``shares``) by halving steps in workgroup memory:
+    lane 0's ``acc`` ends with the sum. Every invocation of the workgroup must call it."""
+    k.shared_store(shares, at, acc)
+    k.barrier()
+    step = width // 2
+    while step:
+        with k.if_(lane < step):
+            k.assign(acc, acc + shares[at + step])
+            k.shared_store(shares, at, acc)
+        k.barrier()
+        step //= 2
+
+
 def _split_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: bool,
                   epilogue: Epilogue | None = None) -> ir.Kernel:
     """``SPLIT_LANES`` invocations per output element, each summing every ``SPLIT_LANES``-th
@@ -335,16 +351,7 @@ def _split_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: boo
     with k.for_(lane, k.info(K), SPLIT_LANES, name="kk") as kk:
         k.assign(acc, acc + epilogue.multiply(a[a_at + _scaled(kk, k.info(A_SK), layout[1])],
                                               b[b_at + _scaled(kk, k.info(B_SK), layout[2])]))
-    shares = k.shared(ty, WORKGROUP)
-    k.shared_store(shares, t, acc)
-    k.barrier()
-    step = SPLIT_LANES // 2
-    while step:
-        with k.if_(lane < step):
-            k.assign(acc, acc + shares[t + step])
-            k.shared_store(shares, t, acc)
-        k.barrier()
-        step //= 2
+    shared_sum(k, k.shared(ty, WORKGROUP), t, lane, acc, SPLIT_LANES)
     with k.if_(lane.eq(0).and_(i < k.info(TOTAL))):
         epilogue.store(k, acc, batch, row, col, e)
     return k.build()

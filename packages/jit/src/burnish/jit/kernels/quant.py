@@ -276,16 +276,7 @@ def _pack_kernel(dtype: str, shift: int, sums: bool) -> ir.Kernel:
         with k.if_(group < rows):
             k.store(out, row * words + q, word.bitcast("i32"))
     if sums:
-        shares = k.shared("i32", PACK_WORKGROUP)
-        k.shared_store(shares, t, total)
-        k.barrier()
-        half = PACK_WORKGROUP // 2
-        while half:
-            with k.if_(t < half):
-                k.assign(total, total + shares[t + half])
-                k.shared_store(shares, t, total)
-            k.barrier()
-            half //= 2
+        mm.shared_sum(k, k.shared("i32", PACK_WORKGROUP), t, t, total, PACK_WORKGROUP)
         with k.if_(t.eq(0).and_(group < rows)):
             k.store(out, rows * words + row, total)
     return k.build()
