@@ -27,21 +27,7 @@ def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, epsilon: float = 1e-5,
     BatchNorm's running statistics take). Raises ShapeError and DTypeError naming both sides.
     """
     op = "batch_norm"
-    if type(x) is not _core.Tensor:
-        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
-    if x.dtype.kind is not Kind.FLOAT:
-        raise DTypeError(f"{op} needs a float tensor, got {x.dtype}")
-    if x.ndim < 2:
-        raise ShapeError(f"{op} needs a tensor of shape [batch, channels, *spatial], got "
-                         f"{show(x.shape)}")
-    channels = x.shape[1]
-    for name, other in (("weight", weight), ("bias", bias)):
-        if tuple(other.shape) != (channels,):
-            raise ShapeError(f"{op}: {name} must be [{channels}] (the input's channels, "
-                             f"{show(x.shape)}), got {show(other.shape)}")
-        _core.same_device(x, other, op)
-        if other.dtype is not x.dtype:
-            raise_dtype(op, x, other)
+    _check(op, x, weight, bias, 2, "[batch, channels, *spatial]", 1, "channels")
     if not epsilon > 0:
         raise ValueError(f"{op}: epsilon must be positive, got {epsilon}")
     y, mean, invstd = x.backend.batch_norm(x._prim, weight._prim, bias._prim, float(epsilon),
@@ -58,21 +44,29 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, epsilon: float = 1e-5) -
     float dtype. One backend op (one pass over each row in C on cpu); its gradient is that of
     the composition it stands for. Raises ShapeError and DTypeError naming both sides."""
     op = "layer_norm"
+    _check(op, x, weight, bias, 1, "[..., features]", -1, "last dim")
+    prim = x.backend.layer_norm(x._prim, weight._prim, bias._prim, float(epsilon), x.dtype)
+    return _core.make(prim, x.device, x.dtype)
+
+
+def _check(op: str, x: Tensor, weight: Tensor, bias: Tensor, ndim: int, layout: str, axis: int,
+           what: str) -> None:
+    """TypeError, DTypeError or ShapeError naming both sides unless ``x`` is a float tensor of
+    at least ``ndim`` dims (``layout``) and ``weight`` and ``bias`` are tensors of its dtype and
+    device, each ``[x.shape[axis]]`` (``x``'s ``what``)."""
     if type(x) is not _core.Tensor:
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
     if x.dtype.kind is not Kind.FLOAT:
         raise DTypeError(f"{op} needs a float tensor, got {x.dtype}")
-    if x.ndim < 1:
-        raise ShapeError(f"{op} needs a tensor of shape [..., features], got {show(x.shape)}")
-    features = x.shape[-1]
+    if x.ndim < ndim:
+        raise ShapeError(f"{op} needs a tensor of shape {layout}, got {show(x.shape)}")
+    size = x.shape[axis]
     for name, other in (("weight", weight), ("bias", bias)):
         if type(other) is not _core.Tensor:
             raise TypeError(f"{op}: {name} must be a Tensor, got {type(other).__name__}")
-        if tuple(other.shape) != (features,):
-            raise ShapeError(f"{op}: {name} must be [{features}] (the input's last dim, "
+        if tuple(other.shape) != (size,):
+            raise ShapeError(f"{op}: {name} must be [{size}] (the input's {what}, "
                              f"{show(x.shape)}), got {show(other.shape)}")
         _core.same_device(x, other, op)
         if other.dtype is not x.dtype:
             raise_dtype(op, x, other)
-    prim = x.backend.layer_norm(x._prim, weight._prim, bias._prim, float(epsilon), x.dtype)
-    return _core.make(prim, x.device, x.dtype)
