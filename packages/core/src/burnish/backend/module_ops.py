@@ -11,7 +11,7 @@ import math
 from abc import ABC, abstractmethod
 
 from burnish.backend.base import Primitive
-from burnish.dtype import DType
+from burnish.dtype import DType, float32
 
 Dims = tuple[int, ...]
 
@@ -92,8 +92,13 @@ class ModuleOps(ABC):
                    dtype: DType) -> Primitive:
         """Layer normalisation over the last dim: ``x`` is ``[..., d]``, ``weight`` and ``bias``
         ``[d]``, all of ``dtype``; ``y = (x - mean) * invstd * weight + bias`` with each row's
-        ``mean`` and ``invstd = 1 / sqrt(var + epsilon)`` (``var`` biased). Decorators that
-        differentiate keep this composition (its gradient is that of the ops it calls)."""
+        ``mean`` and ``invstd = 1 / sqrt(var + epsilon)`` (``var`` biased). 16-bit floats
+        compute in float32 and round once at the end (as PyTorch's layer norm does). Decorators
+        that differentiate keep this composition (its gradient is that of the ops it calls)."""
+        if dtype.is_float and dtype.bits < 32:
+            x32, weight32, bias32 = (self.cast(v, dtype, float32) for v in (x, weight, bias))
+            return self.cast(self.layer_norm(x32, weight32, bias32, epsilon, float32), float32,
+                             dtype)
         last = len(x.shape) - 1
         shape = (1,) * last + (x.shape[last],)
         mean = self.mean(x, last, dtype)
