@@ -275,9 +275,10 @@ _GATE_ORDER = {"LSTM": (0, 2, 3, 1), "GRU": (1, 0, 2)}
 def packed_gates(kind: str, w: np.ndarray, r: np.ndarray, b: np.ndarray | None
                  ) -> dict[str, np.ndarray]:
     """ONNX's weights ``W`` ``[dirs, gates * hidden, d_input]``, ``R`` and ``B`` packed as
-    ``packed_recurrent`` reads them: ``weight`` ``[dirs, d_input, gates * hidden]``,
-    ``hidden_weight`` ``[dirs, hidden, gates * hidden]``, ``bias`` (the LSTM's two biases
-    summed: its cell only reads their sum) and, for a GRU, ``hidden_bias``."""
+    ``packed_recurrent`` reads them: ``weight`` ``[d_input, dirs * gates * hidden]`` and
+    ``bias`` ``[dirs * gates * hidden]`` (every direction's input part: one product; the LSTM's
+    two biases summed, its cell only reads their sum), ``hidden_weight`` ``[dirs, hidden, gates
+    * hidden]`` and, for a GRU, ``hidden_bias`` ``[dirs, gates * hidden]``."""
     order = _GATE_ORDER[kind]
     hidden = r.shape[-1]
 
@@ -287,12 +288,14 @@ def packed_gates(kind: str, w: np.ndarray, r: np.ndarray, b: np.ndarray | None
     directions, rows = w.shape[0], len(order) * hidden
     b = np.zeros((directions, 2 * rows), np.float32) if b is None else b
     wb, rb = gates(b[:, :rows]), gates(b[:, rows:])
-    packed = {"weight": np.ascontiguousarray(gates(w).transpose(0, 2, 1)),
+    packed = {"weight": np.ascontiguousarray(gates(w).transpose(2, 0, 1).reshape(
+        w.shape[-1], directions * rows)),
               "hidden_weight": np.ascontiguousarray(gates(r).transpose(0, 2, 1))}
     if kind == "LSTM":
-        packed["bias"] = np.ascontiguousarray(wb + rb)
+        packed["bias"] = np.ascontiguousarray((wb + rb).reshape(-1))
     else:
-        packed["bias"], packed["hidden_bias"] = np.ascontiguousarray(wb), np.ascontiguousarray(rb)
+        packed["bias"] = np.ascontiguousarray(wb.reshape(-1))
+        packed["hidden_bias"] = np.ascontiguousarray(rb)
     return packed
 
 

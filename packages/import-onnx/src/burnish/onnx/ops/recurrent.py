@@ -181,24 +181,27 @@ def packed_recurrent(kind: str, x: Tensor, weight: Tensor, hidden_weight: Tensor
                      layout: int = 0):
     """An ONNX LSTM (default activations, no peepholes, clip or sequence lengths) or GRU as
     PyTorch's (``linear_before_reset``, default activations, no clip or sequence lengths) whose
-    gates were packed when the model was imported, per direction ``d``: ``weight[d]``
-    ``[d_input, gates * hidden]``, ``hidden_weight[d]`` ``[hidden, gates * hidden]`` and
-    ``bias[d]`` in the gate order of ``functional.lstm_sequence`` (i, f, g, o; the two biases
-    summed) or ``functional.gru_sequence`` (r, z, n; ``hidden_bias[d]`` the recurrent bias).
-    Per direction, one product with its bias for every step, then the whole layer as one op.
-    Returns ``(Y, Y_h)`` and, for LSTM, ``Y_c``, in ONNX's layout."""
+    gates were packed when the model was imported (``converters.layers.packed_gates``):
+    ``weight`` ``[d_input, dirs * gates * hidden]`` and ``bias`` the input parts of every
+    direction side by side, ``hidden_weight`` ``[dirs, hidden, gates * hidden]`` (and
+    ``hidden_bias`` ``[dirs, gates * hidden]``, the GRU's recurrent bias), each direction's
+    gates in the order of ``functional.lstm_sequence`` (i, f, g, o; the two biases summed) or
+    ``functional.gru_sequence`` (r, z, n). One product with its bias for every step of every
+    direction, then each direction's layer as one op. Returns ``(Y, Y_h)`` and, for LSTM,
+    ``Y_c``, in ONNX's layout."""
     if layout:
         x = x.swap_dims(0, 1)
         initial_h = None if initial_h is None else initial_h.swap_dims(0, 1)
         initial_c = None if initial_c is None else initial_c.swap_dims(0, 1)
     batch = x.shape[1]
-    hidden = hidden_weight.shape[1]
+    directions, hidden, width = hidden_weight.shape
     zeros = Tensor.zeros([batch, hidden], x.device, x.dtype)
+    every = F.linear(x, weight, bias)  # [seq, batch, dirs * gates * hidden]
     ys, hs, cs = [], [], []
-    for d in range(weight.shape[0]):
+    for d in range(directions):
         backwards = direction == "reverse" or d == 1
         h = zeros if initial_h is None else initial_h[d]
-        projected = F.linear(x, weight[d], bias[d])  # [seq, batch, gates * hidden]
+        projected = every.narrow(2, d * width, width) if directions > 1 else every
         if kind == "GRU":
             assert hidden_bias is not None
             y, h = F.gru_sequence(projected, hidden_weight[d], hidden_bias[d], h, backwards)
