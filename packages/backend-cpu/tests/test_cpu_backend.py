@@ -278,3 +278,29 @@ def test_a_reshape_that_a_view_can_express_launches_nothing(cpu):
     assert runtime.launches == before + 1
     np.testing.assert_array_equal(merged.to_numpy(), data.transpose(1, 0, 2, 3).reshape(3, 2, 20))
     np.testing.assert_array_equal(copied.to_numpy(), data.transpose(1, 0, 2, 3).reshape(6, 20))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool_", "bfloat16"])
+def test_a_cat_of_strided_parts_is_one_call_of_numpys_copies(cpu, dtype, monkeypatch):
+    """``cat`` and ``stack`` on ``cpu``: one host call for the dtypes NumPy stores as their
+    own name, the ``cat_into`` kernel for the rest (bool and bfloat16, stored as bytes and
+    16-bit words), the same values either way."""
+    from burnish.cpu import runtime as cpu_runtime
+
+    calls = []
+    original = cpu_runtime._cat
+    monkeypatch.setattr(cpu_runtime, "_cat", lambda *a: calls.append(1) or original(*a))
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal((4, 3, 5)) for _ in range(3)]
+    kind = getattr(burnish, dtype)
+    parts = [Tensor.from_data(d, device="cpu").cast(kind).permute([1, 0, 2]) for d in data]
+    wanted = [p.to_numpy() for p in parts]  # [3, 4, 5] each, strided views
+    runtime = cpu.runtime(cpu.default_device())
+    before = runtime.launches
+    joined = burnish.cat([parts[0], parts[1][:, 1:3], parts[2]], 1)
+    stacked = burnish.stack(parts, 2)
+    assert runtime.launches == before + 2  # one launch or host call each
+    assert len(calls) == (0 if dtype in ("bool_", "bfloat16") else 2)
+    np.testing.assert_array_equal(joined.to_numpy(), np.concatenate(
+        [wanted[0], wanted[1][:, 1:3], wanted[2]], 1))
+    np.testing.assert_array_equal(stacked.to_numpy(), np.stack(wanted, 2))

@@ -39,6 +39,10 @@ _INT = ctypes.c_int
 
 #: The dtypes whose products NumPy hands to BLAS.
 _BLAS_DTYPES = frozenset({"float32", "float64"})
+#: The dtypes whose storage is NumPy's type of the same name (host calls' arrays are made by
+#: name).
+_NUMPY_DTYPES = frozenset({"float64", "float32", "float16", "int64", "int32", "int16", "int8",
+                           "uint64", "uint32", "uint16", "uint8", "bool"})
 
 
 class HostBuffer:
@@ -297,6 +301,16 @@ class CpuRuntime(Runtime):
                   hidden_bias is not None, reverse, self.native_recurrent)
         return (outputs, *states)
 
+    def library_cat(self, out: JitTensor, parts: Sequence[tuple[JitTensor, int]],
+                    dim: int) -> bool:
+        """A ``cat`` as one host call of NumPy's strided copies (rows at memcpy's speed; the
+        generated ``cat_into`` works out every element's coordinates, several times slower)."""
+        name = out.dtype.name
+        if name not in _NUMPY_DTYPES or self.generator.storage_numpy(name) != np.dtype(name):
+            return False
+        self.host(_cat, [x for x, _ in parts], (out,), dim)
+        return True
+
     @property
     def int8_gemm(self) -> Int8Gemm:
         """Products of 8-bit integers in compiled C (made at the first use)."""
@@ -424,6 +438,12 @@ def _attention_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, grad: np.nd
     *tensors, causal, scale, native = rest
     mask, (dq, dk, dv) = (tensors[0], tensors[1:]) if len(tensors) == 4 else (None, tensors)
     native.backward(q, k, v, mask, grad, dq, dk, dv, causal, scale)
+
+
+def _cat(*rest: Any) -> None:
+    """``CpuRuntime.library_cat``'s parts into ``out`` along ``dim``."""
+    *parts, out, dim = rest
+    np.concatenate(parts, axis=dim, out=out)
 
 
 def _recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: Any) -> None:

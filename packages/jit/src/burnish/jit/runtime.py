@@ -161,6 +161,13 @@ class Runtime(ABC):
         step. Runtimes without such a library keep this default."""
         return None
 
+    def library_cat(self, out: Any, parts: Sequence[tuple[Any, int]], dim: int) -> bool:
+        """Let a library write ``out`` (plain) from ``parts``: ``(x, start)`` with ``x`` at
+        ``start`` along ``dim``, side by side and together all of ``out`` (``JitTensor``s of
+        one dtype, any strides); False, with nothing enqueued, leaves it to ``burnish.jit``'s
+        ``cat_into`` kernel. Runtimes without such a library keep this default."""
+        return False
+
     #: Whether ``library_matmul`` takes a bias (else biased products stay in burnish.jit's
     #: kernel, which adds it in the product's epilogue).
     library_bias: bool = False

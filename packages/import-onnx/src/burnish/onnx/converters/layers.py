@@ -244,62 +244,81 @@ def convert_det(node: Node, out: Emitter) -> None:
     out.assign(f"ops.det({out.input(0)})")
 
 
-def standard_lstm(node: Node) -> bool:
-    """An LSTM ``nn.Lstm`` computes: default activations, no peepholes, clip, forget coupling
-    or sequence lengths, constant float32 weights."""
+def packable(node: Node) -> bool:
+    """A recurrent node ``packed_recurrent`` computes: an LSTM with default activations and no
+    peepholes, clip, forget coupling or sequence lengths, or a GRU as PyTorch's
+    (``linear_before_reset``, default activations, no clip or sequence lengths), with constant
+    float32 weights."""
+    defaults = {"LSTM": ["sigmoid", "tanh", "tanh"], "GRU": ["sigmoid", "tanh"]}.get(node.op_type)
+    if defaults is None or weights(node, 1, 2, 3) is None or node.input(1) is None \
+            or node.input(1).const is None or node.input(2).const is None:
+        return False
     activations = node.attr("activations")
-    return (weights(node, 1, 2, 3) is not None and node.input(1) is not None
-            and node.input(1).const is not None and node.input(2).const is not None
-            and not out_given(node, 4) and not out_given(node, 7)
+    return (not out_given(node, 4) and not (node.op_type == "LSTM" and out_given(node, 7))
             and (activations is None or [a.lower() for a in activations] in (
-                ["sigmoid", "tanh", "tanh"], ["sigmoid", "tanh", "tanh"] * 2))
+                defaults, defaults * 2))
+            and node.attr("activation_alpha") is None and node.attr("activation_beta") is None
             and node.attr("clip") is None and not node.attr("input_forget", 0)
-            and node.attr("direction", "forward") in ("forward", "bidirectional"))
+            and (node.op_type == "LSTM" or node.attr("linear_before_reset", 0))
+            and node.attr("direction", "forward") in ("forward", "reverse", "bidirectional"))
 
 
 def out_given(node: Node, i: int) -> bool:
     return node.input(i) is not None
 
 
-def lstm_record(w: np.ndarray, r: np.ndarray, b: np.ndarray | None) -> dict[str, np.ndarray]:
-    """One direction's ONNX weights (gates i, o, f, c) as nn.Lstm's parameters."""
+#: Where ``functional.lstm_sequence``'s and ``gru_sequence``'s gates (i, f, g, o; r, z, n) are
+#: in ONNX's (i, o, f, c; z, r, h).
+_GATE_ORDER = {"LSTM": (0, 2, 3, 1), "GRU": (1, 0, 2)}
+
+
+def packed_gates(kind: str, w: np.ndarray, r: np.ndarray, b: np.ndarray | None
+                 ) -> dict[str, np.ndarray]:
+    """ONNX's weights ``W`` ``[dirs, gates * hidden, d_input]``, ``R`` and ``B`` packed as
+    ``packed_recurrent`` reads them: ``weight`` ``[d_input, dirs * gates * hidden]`` and
+    ``bias`` ``[dirs * gates * hidden]`` (every direction's input part: one product; the LSTM's
+    two biases summed, its cell only reads their sum), ``hidden_weight`` ``[dirs, hidden, gates
+    * hidden]`` and, for a GRU, ``hidden_bias`` ``[dirs, gates * hidden]``."""
+    order = _GATE_ORDER[kind]
     hidden = r.shape[-1]
-    record = {}
-    for k, gate in enumerate(("input_gate", "output_gate", "forget_gate", "cell_gate")):
-        rows = slice(k * hidden, (k + 1) * hidden)
-        record[f"{gate}.input_transform.weight"] = np.ascontiguousarray(w[rows].T)
-        record[f"{gate}.hidden_transform.weight"] = np.ascontiguousarray(r[rows].T)
-        wb = b[rows] if b is not None else np.zeros(hidden, np.float32)
-        rb = b[4 * hidden:][rows] if b is not None else np.zeros(hidden, np.float32)
-        record[f"{gate}.input_transform.bias"] = wb
-        record[f"{gate}.hidden_transform.bias"] = rb
-    return record
+
+    def gates(a: np.ndarray) -> np.ndarray:  # [dirs, gates * hidden, ...] reordered
+        return np.concatenate([a[:, k * hidden:(k + 1) * hidden] for k in order], axis=1)
+
+    directions, rows = w.shape[0], len(order) * hidden
+    b = np.zeros((directions, 2 * rows), np.float32) if b is None else b
+    wb, rb = gates(b[:, :rows]), gates(b[:, rows:])
+    packed = {"weight": np.ascontiguousarray(gates(w).transpose(2, 0, 1).reshape(
+        w.shape[-1], directions * rows)),
+              "hidden_weight": np.ascontiguousarray(gates(r).transpose(0, 2, 1))}
+    if kind == "LSTM":
+        packed["bias"] = np.ascontiguousarray((wb + rb).reshape(-1))
+    else:
+        packed["bias"] = np.ascontiguousarray(wb.reshape(-1))
+        packed["hidden_bias"] = np.ascontiguousarray(rb)
+    return packed
 
 
 @converts("LSTM", "GRU", "RNN")
 def convert_recurrent(node: Node, out: Emitter) -> None:
     hidden = node.attr("hidden_size")
     layout = node.attr("layout", 0)
-    if node.op_type == "LSTM" and standard_lstm(node):
+    count = 3 if node.op_type == "LSTM" else 2
+    if packable(node):
         w, r, b = weights(node, 1, 2, 3)
-        d_input = w.shape[-1]
-        if node.attr("direction", "forward") == "bidirectional":
-            record = {f"forward_lstm.{k}": v for k, v in lstm_record(
-                w[0], r[0], None if b is None else b[0]).items()}
-            record.update({f"reverse_lstm.{k}": v for k, v in lstm_record(
-                w[1], r[1], None if b is None else b[1]).items()})
-            layer = out.layer("nn.BiLstm", f"nn.BiLstmConfig({d_input}, {hidden}).init(device)",
-                              record)
-        else:
-            layer = out.layer("nn.Lstm", f"nn.LstmConfig({d_input}, {hidden}).init(device)",
-                              lstm_record(w[0], r[0], None if b is None else b[0]))
-        out.assign_all(f"ops.lstm_layer({layer}, {out.input(0)}, {out.input(5)}, "
-                       f"{out.input(6)}, layout={layout})", 3)
+        hint = node.name or node.op_type.lower()
+        packed = {k: out.param(v, f"{hint}_{k}")
+                  for k, v in packed_gates(node.op_type, w, r, b).items()}
+        states = f"{out.input(5)}, {out.input(6)}" if node.op_type == "LSTM" else out.input(5)
+        out.assign_all(f"ops.packed_recurrent({node.op_type!r}, {out.input(0)}, "
+                       f"{packed['weight']}, {packed['hidden_weight']}, {packed['bias']}, "
+                       f"{packed.get('hidden_bias', 'None')}, {states}, "
+                       f"direction={node.attr('direction', 'forward')!r}, layout={layout})",
+                       count)
         return
     keys = ["direction", "activations", "activation_alpha", "activation_beta", "clip",
             "input_forget", "linear_before_reset"]
     kwargs = "".join(f", {k}={literal(node.attr(k))}" for k in keys if node.attr(k) is not None)
-    count = 3 if node.op_type == "LSTM" else 2
     args = ", ".join(out.input(i) for i in range(min(len(node.inputs), 8)))
     out.assign_all(f"ops.recurrent({node.op_type!r}, {args}, hidden_size={hidden}, "
                    f"layout={layout}{kwargs})", count)

@@ -1,5 +1,6 @@
 """ONNX's recurrent operators (LSTM, GRU, RNN) with their activations, clip, peepholes,
-directions, layouts and sequence lengths; standard LSTMs run through ``nn.Lstm``; and
+directions, layouts and sequence lengths; standard LSTMs and PyTorch-style GRUs with constant
+weights run as ``packed_recurrent`` (their gates packed when the model is imported); and
 LinearAttention's recurrent state."""
 
 from __future__ import annotations
@@ -174,27 +175,54 @@ def _clip(x: Tensor, clip: float | None) -> Tensor:
     return x if clip is None else x.clamp(min=-clip, max=clip)
 
 
-def lstm_layer(layer, x: Tensor, initial_h: Tensor | None = None,
-               initial_c: Tensor | None = None, layout: int = 0):
-    """An ONNX LSTM held by ``nn.Lstm`` or ``nn.BiLstm``: ``(Y, Y_h, Y_c)`` in ONNX's layout."""
-    from burnish.nn import BiLstm, LstmState
-
-    bidirectional = isinstance(layer, BiLstm)
-    batch_first = x if layout else x.swap_dims(0, 1)
-    state = None
-    if initial_h is not None and initial_c is not None:
-        h = initial_h.swap_dims(0, 1) if layout else initial_h
-        c = initial_c.swap_dims(0, 1) if layout else initial_c
-        state = LstmState(c, h) if bidirectional else LstmState(c[0], h[0])
-    y, final = layer(batch_first, state)
-    directions = 2 if bidirectional else 1
-    batch, seq = y.shape[0], y.shape[1]
-    y = y.reshape([batch, seq, directions, -1])  # forward direction's features first
-    y_h = final.hidden if bidirectional else final.hidden.unsqueeze(0)
-    y_c = final.cell if bidirectional else final.cell.unsqueeze(0)
+def packed_recurrent(kind: str, x: Tensor, weight: Tensor, hidden_weight: Tensor, bias: Tensor,
+                     hidden_bias: Tensor | None = None, initial_h: Tensor | None = None,
+                     initial_c: Tensor | None = None, *, direction: str = "forward",
+                     layout: int = 0):
+    """An ONNX LSTM (default activations, no peepholes, clip or sequence lengths) or GRU as
+    PyTorch's (``linear_before_reset``, default activations, no clip or sequence lengths) whose
+    gates were packed when the model was imported (``converters.layers.packed_gates``):
+    ``weight`` ``[d_input, dirs * gates * hidden]`` and ``bias`` the input parts of every
+    direction side by side, ``hidden_weight`` ``[dirs, hidden, gates * hidden]`` (and
+    ``hidden_bias`` ``[dirs, gates * hidden]``, the GRU's recurrent bias), each direction's
+    gates in the order of ``functional.lstm_sequence`` (i, f, g, o; the two biases summed) or
+    ``functional.gru_sequence`` (r, z, n). One product with its bias for every step of every
+    direction, then each direction's layer as one op. Returns ``(Y, Y_h)`` and, for LSTM,
+    ``Y_c``, in ONNX's layout."""
     if layout:
-        return y, y_h.swap_dims(0, 1), y_c.swap_dims(0, 1)
-    return y.permute([1, 2, 0, 3]), y_h, y_c
+        x = x.swap_dims(0, 1)
+        initial_h = None if initial_h is None else initial_h.swap_dims(0, 1)
+        initial_c = None if initial_c is None else initial_c.swap_dims(0, 1)
+    batch = x.shape[1]
+    directions, hidden, width = hidden_weight.shape
+    zeros = Tensor.zeros([batch, hidden], x.device, x.dtype)
+    every = F.linear(x, weight, bias)  # [seq, batch, dirs * gates * hidden]
+    ys, hs, cs = [], [], []
+    for d in range(directions):
+        backwards = direction == "reverse" or d == 1
+        h = zeros if initial_h is None else initial_h[d]
+        projected = every.narrow(2, d * width, width) if directions > 1 else every
+        if kind == "GRU":
+            assert hidden_bias is not None
+            y, h = F.gru_sequence(projected, hidden_weight[d], hidden_bias[d], h, backwards)
+        else:
+            c = zeros if initial_c is None else initial_c[d]
+            y, h, c = F.lstm_sequence(projected, hidden_weight[d], h, c, backwards)
+            cs.append(c)
+        ys.append(y)
+        hs.append(h)
+    # [seq, batch, directions, hidden], so that the usual Transpose and Reshape to [seq, batch,
+    # directions * hidden] that follows a bidirectional layer is a view.
+    y = bn.stack(ys, 2) if len(ys) > 1 else ys[0].unsqueeze(2)
+    y_h = bn.stack(hs, 0) if len(hs) > 1 else hs[0].unsqueeze(0)
+    if layout:
+        y, y_h = y.swap_dims(0, 1), y_h.swap_dims(0, 1)
+    else:
+        y = y.swap_dims(1, 2)
+    if kind == "GRU":
+        return y, y_h
+    y_c = bn.stack(cs, 0) if len(cs) > 1 else cs[0].unsqueeze(0)
+    return y, y_h, (y_c.swap_dims(0, 1) if layout else y_c)
 
 
 def _heads(x: Tensor, heads: int) -> Tensor:
