@@ -5,6 +5,7 @@
     python bench/bench_cpu.py --only onnx --models resnet18 lstm --backend ndarray
     python bench/bench_cpu.py --only qdq --models resnet18 transformer
     python bench/bench_cpu.py --only onnx --models transformer --repeat 10 --block 20
+    python bench/bench_cpu.py --only onnx --models mobilenet --repeat 15
 
 Cases:
 
@@ -17,7 +18,9 @@ Cases:
   (bench/resnet18.py, batch 2 of 3x224x224), ``lstm`` (a bidirectional 2-layer LSTM 64 -> 128
   and a GRU 256 -> 128 over 32 steps, batch 8), ``transformer`` (a 2-layer post-norm
   ``nn.TransformerEncoder``, d_model 128, 2 heads, feed-forward 512, seq 128, batch 2: tiny
-  BERT's sizes). burnish runs the imported module eagerly and through ``burnish.capture``
+  BERT's sizes), ``mobilenet`` (torchvision's ``mobilenet_v3_small``, random weights, nothing
+  downloaded, batch 2 of 3x224x224: depthwise convolutions, hardswish, squeeze-excite; skipped,
+  saying so, without torchvision). burnish runs the imported module eagerly and through ``burnish.capture``
   (recorded once, then replayed: no Python per op). Each median of ``--repeat`` runs after a
   warm-up, the implementations taking turns (``--block N``: N runs back to back per turn,
   no pause between them), and the fastest captured and onnxruntime runs (on a shared machine,
@@ -28,8 +31,8 @@ Cases:
   model and onnxruntime's QDQ session.
 
 Threads: ``--threads`` (default 2) for every side: OpenMP's (burnish's kernels), OpenBLAS's
-(NumPy), torch's and onnxruntime's intra-op pool. PyTorch and onnxruntime are references, not
-dependencies: a case whose reference is missing says so.
+(NumPy), torch's and onnxruntime's intra-op pool. PyTorch, torchvision and onnxruntime are references,
+not dependencies: a case whose reference is missing says so.
 """
 
 from __future__ import annotations
@@ -165,7 +168,17 @@ def _transformer(torch):
     return Encoder(), (torch.randint(0, 1000, (2, 128)),)
 
 
-MODELS = {"resnet18": _resnet18, "lstm": _lstm, "transformer": _transformer}
+def _mobilenet(torch):
+    try:
+        from torchvision.models import mobilenet_v3_small
+    except ImportError:
+        return None
+    # weights=None: random weights, nothing downloaded.
+    return mobilenet_v3_small(weights=None), (torch.randn(2, 3, 224, 224),)
+
+
+MODELS = {"resnet18": _resnet18, "lstm": _lstm, "transformer": _transformer,
+          "mobilenet": _mobilenet}
 
 
 def _ort_options(ort, threads: int):
@@ -195,7 +208,11 @@ def onnx_models(args: argparse.Namespace) -> list[str]:
     folder = Path(tempfile.mkdtemp(prefix="bench_cpu_"))
     for name in args.models:
         torch.manual_seed(0)
-        module, inputs = MODELS[name](torch)
+        made = MODELS[name](torch)
+        if made is None:
+            rows.append(f"| {name} | (needs torchvision: pip install torchvision) | | | | | |")
+            continue
+        module, inputs = made
         module.eval()
         path = folder / f"{name}.onnx"
         # The plain layers, not torch's fused encoder kernel (which has no ONNX form).
@@ -269,7 +286,11 @@ def qdq_models(args: argparse.Namespace) -> list[str]:
         if name == "lstm":
             continue  # quantize_static leaves recurrent layers in float
         torch.manual_seed(0)
-        module, inputs = MODELS[name](torch)
+        made = MODELS[name](torch)
+        if made is None:
+            rows.append(f"| {name} | (needs torchvision: pip install torchvision) | | | | | |")
+            continue
+        module, inputs = made
         module.eval()
         plain, qdq = folder / f"{name}.onnx", folder / f"{name}.qdq.onnx"
         torch.backends.mha.set_fastpath_enabled(False)
