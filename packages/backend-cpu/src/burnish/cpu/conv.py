@@ -193,6 +193,85 @@ int NAME##_weight_grad(void *fn, const int64_t *g, const T *x, int64_t xsb, int6
     return failed != 0;                                                                      \
 }
 
+/* Depthwise convolutions (one input channel per group) of 1 or 2 spatial dims: out[n, c] =
+   bias[c] + the sum over taps of w[c, tap] times x[n, c / m] at the tap, c over groups * m
+   output channels. No patch matrix and no product of one row: one task per (sample, output
+   channel) copies its input plane, zero-padded, into a buffer of its own as s0 x s1 phase
+   planes (phase (r0, r1) holds the padded input's rows r0, r0 + s0, ... and columns r1,
+   r1 + s1, ...), so that every tap reads one phase plane at a fixed offset, as with unit
+   strides. Output rows are then computed wq wide (wq: a phase plane's width, a few columns
+   more than the output's): each tap is one long contiguous multiply-add over all the rows at
+   once (it vectorises), and the extra columns are dropped when the rows are stored. */
+#define DEPTHWISE(NAME, T)                                                                    \
+int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch,  \
+                     int64_t groups, const T *w, int64_t m, const T *bias, T *out) {         \
+    const int64_t *in = g + 1, *o = g + 4, *k = g + 7, *s = g + 10, *p = g + 13, *d = g + 16; \
+    const int64_t *xs = g + 19;                                                              \
+    int64_t positions = o[0] * o[1], taps = k[0] * k[1], planes = batch * groups * m;        \
+    int64_t hq = o[0] + (k[0] - 1) * d[0] / s[0] + 1, wq = o[1] + (k[1] - 1) * d[1] / s[1] + 1; \
+    int64_t phase = (hq + 1) * wq, failed = 0;                                               \
+    _Pragma("omp parallel reduction(+:failed) if (planes * positions * taps >= 32768)")     \
+    {                                                                                        \
+        T *phases = malloc(sizeof(T) * (s[0] * s[1] * phase + o[0] * wq));                  \
+        failed += phases == NULL;                                                            \
+        _Pragma("omp for schedule(static)")                                                 \
+        for (int64_t plane = 0; plane < planes; plane++) {                                   \
+            if (!phases) continue;                                                           \
+            int64_t c = plane % (groups * m);                                                \
+            const T *xc = x + (plane / (groups * m)) * xsb + (c / m) * xsc;                  \
+            const T *wc = w + c * taps;                                                      \
+            T *acc = phases + s[0] * s[1] * phase;                                           \
+            for (int64_t r0 = 0; r0 < s[0]; r0++)                                            \
+            for (int64_t r1 = 0; r1 < s[1]; r1++) {                                          \
+                T *ph = phases + (r0 * s[1] + r1) * phase;                                   \
+                for (int64_t a = 0; a <= hq; a++) {                                          \
+                    int64_t i0 = a * s[0] + r0 - p[0];                                       \
+                    T *row = ph + a * wq;                                                    \
+                    if (i0 < 0 || i0 >= in[0] || a == hq) {                                  \
+                        for (int64_t b = 0; b < wq; b++) row[b] = 0;                         \
+                        continue;                                                            \
+                    }                                                                        \
+                    const T *src = xc + i0 * xs[0];                                          \
+                    /* columns b with i1 = b * s1 + r1 - p1 in [0, in1): [lo, hi) */          \
+                    int64_t lo = p[1] - r1 <= 0 ? 0 : (p[1] - r1 + s[1] - 1) / s[1];          \
+                    int64_t hi = in[1] + p[1] - r1 <= 0 ? 0                                  \
+                                 : (in[1] + p[1] - r1 - 1) / s[1] + 1;                       \
+                    if (hi > wq) hi = wq;                                                    \
+                    if (lo > hi) lo = hi;                                                    \
+                    for (int64_t b = 0; b < lo; b++) row[b] = 0;                             \
+                    if (s[1] == 1 && xs[1] == 1)                                             \
+                        memcpy(row + lo, src + lo + r1 - p[1], sizeof(T) * (hi - lo));       \
+                    else                                                                     \
+                        for (int64_t b = lo; b < hi; b++)                                    \
+                            row[b] = src[(b * s[1] + r1 - p[1]) * xs[1]];                    \
+                    for (int64_t b = hi; b < wq; b++) row[b] = 0;                            \
+                }                                                                            \
+            }                                                                                \
+            int64_t wide = o[0] * wq;                                                        \
+            for (int64_t i = 0; i < wide; i++) acc[i] = 0;                                   \
+            for (int64_t t0 = 0; t0 < k[0]; t0++)                                            \
+            for (int64_t t1 = 0; t1 < k[1]; t1++) {                                          \
+                int64_t e0 = t0 * d[0], e1 = t1 * d[1];                                      \
+                const T *restrict src = phases + ((e0 % s[0]) * s[1] + e1 % s[1]) * phase    \
+                                        + (e0 / s[0]) * wq + e1 / s[1];                      \
+                T *restrict dst = acc;                                                       \
+                T wt = wc[t0 * k[1] + t1];                                                   \
+                for (int64_t i = 0; i < wide; i++) dst[i] += wt * src[i];                    \
+            }                                                                                \
+            T start = bias ? bias[c] : (T)0;                                                 \
+            T *target = out + plane * positions;                                             \
+            for (int64_t a = 0; a < o[0]; a++)                                               \
+                for (int64_t b = 0; b < o[1]; b++)                                           \
+                    target[a * o[1] + b] = start + acc[a * wq + b];                          \
+        }                                                                                    \
+        free(phases);                                                                        \
+    }                                                                                        \
+    return failed != 0;                                                                      \
+}
+
+DEPTHWISE(burnish_conv_f32, float)
+DEPTHWISE(burnish_conv_f64, double)
+
 CONV(burnish_conv_f32_i64, burnish_f32, float, int64_t)
 CONV(burnish_conv_f64_i64, burnish_f64, double, int64_t)
 CONV(burnish_conv_f32_i32, burnish_f32, float, int32_t)
@@ -231,6 +310,8 @@ class NativeConv:
 
     def __init__(self, compiler: Any, gemm: Any) -> None:
         self.entries: dict[str, tuple[Any, Any, int]] = {}
+        #: The direct kernels of depthwise convolutions (one input channel per group), by dtype.
+        self.depthwise: dict[str, Any] = {}
         if not compiler.openmp:
             return
         library = compiler.build(SOURCE)
@@ -249,15 +330,34 @@ class NativeConv:
                                ctypes.c_int, _I64]
             weight.restype = ctypes.c_int
             self.entries[dtype] = (forward, weight, address)
+        for dtype, suffix in (("float32", "f32"), ("float64", "f64")):
+            depthwise = getattr(library, f"burnish_conv_{suffix}_depthwise")
+            depthwise.argtypes = [_P, _P, _I64, _I64, _I64, _I64, _P, _I64, _P, _P]
+            depthwise.restype = ctypes.c_int
+            self.depthwise[dtype] = depthwise
         self.library = library  # kept loaded while the entries may run
 
     def forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                 out: np.ndarray, words: np.ndarray, groups: int, transposed: bool) -> None:
         """``out`` ``[batch, groups * m, *out_size]`` (contiguous) = ``weight`` ``[groups, m,
-        channels * taps]`` (contiguous) times the patches of ``x`` (any strides)."""
+        channels * taps]`` (contiguous) times the patches of ``x`` (any strides). Depthwise
+        convolutions of 1 or 2 spatial dims (one input channel per group, not transposed) sum
+        their taps directly."""
         forward, _, gemm = self.entries[out.dtype.name]
         size = x.dtype.itemsize
         batch, channels = x.shape[0], x.shape[1] // groups
+        depthwise = self.depthwise.get(out.dtype.name)
+        # 1 and 2 spatial dims: the first of the three geometry dims is 1 in size and kernel.
+        if (channels == 1 and not transposed and depthwise is not None and words[0] == 1
+                and words[6] == 1):
+            failed = depthwise(words.ctypes.data, x.ctypes.data, x.strides[0] // size,
+                               x.strides[1] // size, batch, groups, weight.ctypes.data,
+                               weight.shape[1], None if bias is None else bias.ctypes.data,
+                               out.ctypes.data)
+            if failed:
+                raise MemoryError("cpu backend: no memory for a depthwise convolution's "
+                                  "padded input")
+            return
         failed = forward(gemm, words.ctypes.data, int(transposed), x.ctypes.data,
                          x.strides[0] // size, x.strides[1] // size, batch, groups, channels,
                          weight.ctypes.data, weight.shape[1],
