@@ -126,23 +126,31 @@ int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64
     int64_t positions = g[3] * g[4] * g[5], inner = channels * g[6] * g[7] * g[8];           \
     int64_t lines = g[3] * g[4], blocks = (lines + lines_per_block - 1) / lines_per_block;   \
     int64_t tasks = batch * groups * blocks, failed = 0;                                     \
+    /* One tap at unit strides, no padding, positions contiguous: the input is the patch    \
+       matrix (its rows the channels, xsc apart), multiplied where it lies. */              \
+    int pointwise = g[6] * g[7] * g[8] == 1 && g[9] == 1 && g[10] == 1 && g[11] == 1         \
+        && g[12] == 0 && g[13] == 0 && g[14] == 0 && g[20] == 1                              \
+        && (g[4] == 1 || g[19] == g[5]) && (g[3] == 1 || g[18] == g[4] * g[5])               \
+        && xsc >= positions && !transposed;                                                  \
     _Pragma("omp parallel reduction(+:failed)")                                             \
     {                                                                                        \
-        T *cols = malloc(sizeof(T) * inner * lines_per_block * g[5]);                       \
-        failed += cols == NULL;                                                              \
+        T *cols = pointwise ? NULL : malloc(sizeof(T) * inner * lines_per_block * g[5]);    \
+        failed += !pointwise && cols == NULL;                                                \
         _Pragma("omp for schedule(dynamic)")                                                \
         for (int64_t task = 0; task < tasks; task++) {                                      \
-            if (!cols) continue;                                                             \
+            if (!pointwise && !cols) continue;                                               \
             int64_t plane = task / blocks, block = task % blocks;                            \
             int64_t n = plane / groups, gi = plane % groups;                                 \
             int64_t l0 = block * lines_per_block;                                            \
             int64_t l1 = l0 + lines_per_block < lines ? l0 + lines_per_block : lines;       \
             int64_t width = (l1 - l0) * g[5];                                                \
-            ROWS_OF##_rows(x + n * xsb + gi * channels * xsc, xsc, g, transposed, channels,  \
-                           l0, l1, (T)0, cols);                                              \
+            const T *xg = x + n * xsb + gi * channels * xsc;                                 \
+            if (!pointwise)                                                                  \
+                ROWS_OF##_rows(xg, xsc, g, transposed, channels, l0, l1, (T)0, cols);        \
             T *o = out + plane * m * positions + l0 * g[5];                                  \
             gemm(101, 111, 111, (I)m, (I)width, (I)inner, (T)1, w + gi * m * inner,          \
-                 (I)inner, cols, (I)width, (T)0, o, (I)positions);                           \
+                 (I)inner, pointwise ? xg + l0 * g[5] : cols, pointwise ? (I)xsc : (I)width, \
+                 (T)0, o, (I)positions);                                                     \
             if (bias)                                                                        \
                 for (int64_t r = 0; r < m; r++)                                              \
                     for (int64_t q = 0; q < width; q++)                                      \
