@@ -208,19 +208,28 @@ int NAME##_weight_grad(void *fn, const int64_t *g, const T *x, int64_t xsb, int6
    planes (phase (r0, r1) holds the padded input's rows r0, r0 + s0, ... and columns r1,
    r1 + s1, ...), so that every tap reads one phase plane at a fixed offset, as with unit
    strides. Output rows are then computed wq wide (wq: a phase plane's width, a few columns
-   more than the output's): each tap is one long contiguous multiply-add over all the rows at
-   once (it vectorises), and the extra columns are dropped when the rows are stored. */
-#define DEPTHWISE(NAME, T)                                                                    \
+   more than the output's), as one run over all the rows: LANES outputs at a time (a vector
+   register) take every tap, each a contiguous load, before they are stored; the extra
+   columns are dropped when the rows are stored. */
+#define DEPTHWISE(NAME, T, LANES)                                                             \
+typedef T NAME##_lanes __attribute__((vector_size(LANES * sizeof(T))));                      \
 int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch,  \
                      int64_t groups, const T *w, int64_t m, const T *bias, T *out) {         \
     const int64_t *in = g + 1, *o = g + 4, *k = g + 7, *s = g + 10, *p = g + 13, *d = g + 16; \
     const int64_t *xs = g + 19;                                                              \
     int64_t positions = o[0] * o[1], taps = k[0] * k[1], planes = batch * groups * m;        \
     int64_t hq = o[0] + (k[0] - 1) * d[0] / s[0] + 1, wq = o[1] + (k[1] - 1) * d[1] / s[1] + 1; \
-    int64_t phase = (hq + 1) * wq, failed = 0;                                               \
+    int64_t phase = (hq + 1) * wq, failed = 0, room = s[0] * s[1] * phase + LANES;           \
+    int64_t offsets[taps]; /* where each tap reads: its phase plane and shift */            \
+    for (int64_t t0 = 0; t0 < k[0]; t0++)                                                    \
+        for (int64_t t1 = 0; t1 < k[1]; t1++) {                                              \
+            int64_t e0 = t0 * d[0], e1 = t1 * d[1];                                          \
+            offsets[t0 * k[1] + t1] = ((e0 % s[0]) * s[1] + e1 % s[1]) * phase               \
+                                      + (e0 / s[0]) * wq + e1 / s[1];                        \
+        }                                                                                    \
     _Pragma("omp parallel reduction(+:failed) if (planes * positions * taps >= 32768)")     \
     {                                                                                        \
-        T *phases = malloc(sizeof(T) * (s[0] * s[1] * phase + o[0] * wq));                  \
+        T *phases = calloc(room + o[0] * wq + LANES, sizeof(T));                             \
         failed += phases == NULL;                                                            \
         _Pragma("omp for schedule(static)")                                                 \
         for (int64_t plane = 0; plane < planes; plane++) {                                   \
@@ -228,7 +237,7 @@ int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int
             int64_t c = plane % (groups * m);                                                \
             const T *xc = x + (plane / (groups * m)) * xsb + (c / m) * xsc;                  \
             const T *wc = w + c * taps;                                                      \
-            T *acc = phases + s[0] * s[1] * phase;                                           \
+            T *acc = phases + room;                                                          \
             for (int64_t r0 = 0; r0 < s[0]; r0++)                                            \
             for (int64_t r1 = 0; r1 < s[1]; r1++) {                                          \
                 T *ph = phases + (r0 * s[1] + r1) * phase;                                   \
@@ -255,16 +264,14 @@ int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int
                     for (int64_t b = hi; b < wq; b++) row[b] = 0;                            \
                 }                                                                            \
             }                                                                                \
-            int64_t wide = o[0] * wq;                                                        \
-            for (int64_t i = 0; i < wide; i++) acc[i] = 0;                                   \
-            for (int64_t t0 = 0; t0 < k[0]; t0++)                                            \
-            for (int64_t t1 = 0; t1 < k[1]; t1++) {                                          \
-                int64_t e0 = t0 * d[0], e1 = t1 * d[1];                                      \
-                const T *restrict src = phases + ((e0 % s[0]) * s[1] + e1 % s[1]) * phase    \
-                                        + (e0 / s[0]) * wq + e1 / s[1];                      \
-                T *restrict dst = acc;                                                       \
-                T wt = wc[t0 * k[1] + t1];                                                   \
-                for (int64_t i = 0; i < wide; i++) dst[i] += wt * src[i];                    \
+            /* the last lanes past the rows read the buffer's slack and are dropped */     \
+            for (int64_t i = 0; i < o[0] * wq; i += LANES) {                                 \
+                NAME##_lanes sum = {0}, v;                                                   \
+                for (int64_t t = 0; t < taps; t++) {                                         \
+                    memcpy(&v, phases + offsets[t] + i, sizeof v);                           \
+                    sum += wc[t] * v;                                                        \
+                }                                                                            \
+                memcpy(acc + i, &sum, sizeof sum);                                           \
             }                                                                                \
             T start = bias ? bias[c] : (T)0;                                                 \
             T *target = out + plane * positions;                                             \
@@ -277,8 +284,8 @@ int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int
     return failed != 0;                                                                      \
 }
 
-DEPTHWISE(burnish_conv_f32, float)
-DEPTHWISE(burnish_conv_f64, double)
+DEPTHWISE(burnish_conv_f32, float, 16)
+DEPTHWISE(burnish_conv_f64, double, 8)
 
 CONV(burnish_conv_f32_i64, burnish_f32, float, int64_t)
 CONV(burnish_conv_f64_i64, burnish_f64, double, int64_t)
