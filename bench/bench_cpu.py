@@ -19,8 +19,9 @@ Cases:
   and a GRU 256 -> 128 over 32 steps, batch 8), ``transformer`` (a 2-layer post-norm
   ``nn.TransformerEncoder``, d_model 128, 2 heads, feed-forward 512, seq 128, batch 2: tiny
   BERT's sizes), ``mobilenet`` (torchvision's ``mobilenet_v3_small``, random weights, nothing
-  downloaded, its batch norms' statistics from one random batch, batch 2 of 3x224x224: depthwise convolutions, hardswish, squeeze-excite; skipped,
-  saying so, without torchvision). burnish runs the imported module eagerly and through ``burnish.capture``
+  downloaded, its batch norms' statistics taken from one random batch; batch 2 of 3x224x224:
+  depthwise convolutions, hardswish, squeeze-excite; skipped, saying so, without
+  torchvision). burnish runs the imported module eagerly and through ``burnish.capture``
   (recorded once, then replayed: no Python per op). Each median of ``--repeat`` runs after a
   warm-up, the implementations taking turns (``--block N``: N runs back to back per turn,
   no pause between them), and the fastest captured and onnxruntime runs (on a shared machine,
@@ -31,8 +32,8 @@ Cases:
   model and onnxruntime's QDQ session.
 
 Threads: ``--threads`` (default 2) for every side: OpenMP's (burnish's kernels), OpenBLAS's
-(NumPy), torch's and onnxruntime's intra-op pool. PyTorch, torchvision and onnxruntime are references,
-not dependencies: a case whose reference is missing says so.
+(NumPy), torch's and onnxruntime's intra-op pool. PyTorch, torchvision and onnxruntime are
+references, not dependencies: a case whose reference is missing says so.
 """
 
 from __future__ import annotations
