@@ -241,27 +241,24 @@ int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int
             for (int64_t r0 = 0; r0 < s[0]; r0++)                                            \
             for (int64_t r1 = 0; r1 < s[1]; r1++) {                                          \
                 T *ph = phases + (r0 * s[1] + r1) * phase;                                   \
-                for (int64_t a = 0; a <= hq; a++) {                                          \
+                /* only the input's own elements: where the padding falls is the same for  \
+                   every plane, zero since the buffer was made */                            \
+                for (int64_t a = 0; a < hq; a++) {                                           \
                     int64_t i0 = a * s[0] + r0 - p[0];                                       \
-                    T *row = ph + a * wq;                                                    \
-                    if (i0 < 0 || i0 >= in[0] || a == hq) {                                  \
-                        for (int64_t b = 0; b < wq; b++) row[b] = 0;                         \
-                        continue;                                                            \
-                    }                                                                        \
-                    const T *src = xc + i0 * xs[0];                                          \
+                    if (i0 < 0 || i0 >= in[0]) continue;                                     \
+                    T *restrict row = ph + a * wq;                                           \
+                    const T *restrict src = xc + i0 * xs[0];                                 \
                     /* columns b with i1 = b * s1 + r1 - p1 in [0, in1): [lo, hi) */          \
                     int64_t lo = p[1] - r1 <= 0 ? 0 : (p[1] - r1 + s[1] - 1) / s[1];          \
                     int64_t hi = in[1] + p[1] - r1 <= 0 ? 0                                  \
                                  : (in[1] + p[1] - r1 - 1) / s[1] + 1;                       \
                     if (hi > wq) hi = wq;                                                    \
-                    if (lo > hi) lo = hi;                                                    \
-                    for (int64_t b = 0; b < lo; b++) row[b] = 0;                             \
-                    if (s[1] == 1 && xs[1] == 1)                                             \
-                        memcpy(row + lo, src + lo + r1 - p[1], sizeof(T) * (hi - lo));       \
-                    else                                                                     \
+                    if (s[1] == 1 && xs[1] == 1) {                                           \
+                        for (int64_t b = lo; b < hi; b++) row[b] = src[b + r1 - p[1]];       \
+                    } else {                                                                 \
                         for (int64_t b = lo; b < hi; b++)                                    \
                             row[b] = src[(b * s[1] + r1 - p[1]) * xs[1]];                    \
-                    for (int64_t b = hi; b < wq; b++) row[b] = 0;                            \
+                    }                                                                        \
                 }                                                                            \
             }                                                                                \
             /* the last lanes past the rows read the buffer's slack and are dropped */     \
