@@ -19,6 +19,7 @@ its position divides by the stride.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -355,28 +356,38 @@ class NativeConv:
         channels * taps]`` (contiguous) times the patches of ``x`` (any strides). Depthwise
         convolutions of 1 or 2 spatial dims (one input channel per group, not transposed) sum
         their taps directly."""
-        forward, _, gemm = self.entries[out.dtype.name]
+        self.bind_forward(x, weight, bias, out, words, groups, transposed)()
+
+    def bind_forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+                     out: np.ndarray, words: np.ndarray, groups: int,
+                     transposed: bool) -> Callable[[], None]:
+        """``forward`` of these arrays as a call of no arguments, what it hands to C worked
+        out once (a replay calls it on arrays that stay where they are)."""
         size = x.dtype.itemsize
         batch, channels = x.shape[0], x.shape[1] // groups
+        bias_address = None if bias is None else bias.ctypes.data
         depthwise = self.depthwise.get(out.dtype.name)
+        function: Any
         # 1 and 2 spatial dims: the first of the three geometry dims is 1 in size and kernel.
         if (channels == 1 and not transposed and depthwise is not None and words[0] == 1
                 and words[6] == 1):
-            failed = depthwise(words.ctypes.data, x.ctypes.data, x.strides[0] // size,
-                               x.strides[1] // size, batch, groups, weight.ctypes.data,
-                               weight.shape[1], None if bias is None else bias.ctypes.data,
-                               out.ctypes.data)
-            if failed:
-                raise MemoryError("cpu backend: no memory for a depthwise convolution's "
-                                  "padded input")
-            return
-        failed = forward(gemm, words.ctypes.data, int(transposed), x.ctypes.data,
-                         x.strides[0] // size, x.strides[1] // size, batch, groups, channels,
-                         weight.ctypes.data, weight.shape[1],
-                         None if bias is None else bias.ctypes.data, out.ctypes.data,
-                         _lines_per_block(weight.shape[2], words))
-        if failed:
-            raise MemoryError("cpu backend: no memory for a convolution's patch matrix")
+            function, what = depthwise, "a depthwise convolution's padded input"
+            args = (words.ctypes.data, x.ctypes.data, x.strides[0] // size,
+                    x.strides[1] // size, batch, groups, weight.ctypes.data, weight.shape[1],
+                    bias_address, out.ctypes.data)
+        else:
+            function, _, gemm = self.entries[out.dtype.name]
+            what = "a convolution's patch matrix"
+            args = (gemm, words.ctypes.data, int(transposed), x.ctypes.data,
+                    x.strides[0] // size, x.strides[1] // size, batch, groups, channels,
+                    weight.ctypes.data, weight.shape[1], bias_address, out.ctypes.data,
+                    _lines_per_block(weight.shape[2], words))
+
+        def run(words: np.ndarray = words) -> None:  # words: C reads its memory
+            if function(*args):
+                raise MemoryError(f"cpu backend: no memory for {what}")
+
+        return run
 
     def weight_grad(self, x: np.ndarray, grad: np.ndarray, out: np.ndarray, words: np.ndarray,
                     groups: int, accumulate: bool) -> None:
