@@ -368,6 +368,7 @@ class NativeConv:
         bias_address = None if bias is None else bias.ctypes.data
         depthwise = self.depthwise.get(out.dtype.name)
         function: Any
+        args: tuple[Any, ...]
         # 1 and 2 spatial dims: the first of the three geometry dims is 1 in size and kernel.
         if (channels == 1 and not transposed and depthwise is not None and words[0] == 1
                 and words[6] == 1):
