@@ -169,11 +169,16 @@ def _transformer(torch):
     return Encoder(), (torch.randint(0, 1000, (2, 128)),)
 
 
+class _Missing(Exception):
+    """A model's optional reference package is missing (or does not import here)."""
+
+
 def _mobilenet(torch):
     try:
         from torchvision.models import mobilenet_v3_small
-    except ImportError:
-        return None
+    except (ImportError, RuntimeError, OSError) as error:
+        # A torchvision wheel built for another torch (CUDA's) raises RuntimeError or OSError.
+        raise _Missing(f"needs torchvision, pip install torchvision: {error}") from None
     model = mobilenet_v3_small(weights=None)  # random weights, nothing downloaded
     # Batch norms at their initial statistics shrink the logits to about 1e-9 (too small for
     # the comparison to mean anything): their running statistics are set from one random
@@ -217,11 +222,11 @@ def onnx_models(args: argparse.Namespace) -> list[str]:
     folder = Path(tempfile.mkdtemp(prefix="bench_cpu_"))
     for name in args.models:
         torch.manual_seed(0)
-        made = MODELS[name](torch)
-        if made is None:
-            rows.append(f"| {name} | (needs torchvision: pip install torchvision) | | | | | |")
+        try:
+            module, inputs = MODELS[name](torch)
+        except _Missing as missing:
+            rows.append(f"| {name} | ({missing}) | | | | | |")
             continue
-        module, inputs = made
         module.eval()
         path = folder / f"{name}.onnx"
         # The plain layers, not torch's fused encoder kernel (which has no ONNX form).
@@ -295,11 +300,11 @@ def qdq_models(args: argparse.Namespace) -> list[str]:
         if name == "lstm":
             continue  # quantize_static leaves recurrent layers in float
         torch.manual_seed(0)
-        made = MODELS[name](torch)
-        if made is None:
-            rows.append(f"| {name} | (needs torchvision: pip install torchvision) | | | | | |")
+        try:
+            module, inputs = MODELS[name](torch)
+        except _Missing as missing:
+            rows.append(f"| {name} | ({missing}) | | | | | |")
             continue
-        module, inputs = made
         module.eval()
         plain, qdq = folder / f"{name}.onnx", folder / f"{name}.qdq.onnx"
         torch.backends.mha.set_fastpath_enabled(False)
