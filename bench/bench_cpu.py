@@ -5,6 +5,7 @@
     python bench/bench_cpu.py --only onnx --models resnet18 lstm --backend ndarray
     python bench/bench_cpu.py --only qdq --models resnet18 transformer
     python bench/bench_cpu.py --only onnx --models transformer --repeat 10 --block 20
+    python bench/bench_cpu.py --only onnx --models mobilenet --repeat 15
 
 Cases:
 
@@ -17,7 +18,10 @@ Cases:
   (bench/resnet18.py, batch 2 of 3x224x224), ``lstm`` (a bidirectional 2-layer LSTM 64 -> 128
   and a GRU 256 -> 128 over 32 steps, batch 8), ``transformer`` (a 2-layer post-norm
   ``nn.TransformerEncoder``, d_model 128, 2 heads, feed-forward 512, seq 128, batch 2: tiny
-  BERT's sizes). burnish runs the imported module eagerly and through ``burnish.capture``
+  BERT's sizes), ``mobilenet`` (torchvision's ``mobilenet_v3_small``, random weights, nothing
+  downloaded, its batch norms' statistics taken from one random batch; batch 2 of 3x224x224:
+  depthwise convolutions, hardswish, squeeze-excite; skipped, saying so, without
+  torchvision). burnish runs the imported module eagerly and through ``burnish.capture``
   (recorded once, then replayed: no Python per op). Each median of ``--repeat`` runs after a
   warm-up, the implementations taking turns (``--block N``: N runs back to back per turn,
   no pause between them), and the fastest captured and onnxruntime runs (on a shared machine,
@@ -28,8 +32,8 @@ Cases:
   model and onnxruntime's QDQ session.
 
 Threads: ``--threads`` (default 2) for every side: OpenMP's (burnish's kernels), OpenBLAS's
-(NumPy), torch's and onnxruntime's intra-op pool. PyTorch and onnxruntime are references, not
-dependencies: a case whose reference is missing says so.
+(NumPy), torch's and onnxruntime's intra-op pool. PyTorch, torchvision and onnxruntime are
+references, not dependencies: a case whose reference is missing says so.
 """
 
 from __future__ import annotations
@@ -165,7 +169,30 @@ def _transformer(torch):
     return Encoder(), (torch.randint(0, 1000, (2, 128)),)
 
 
-MODELS = {"resnet18": _resnet18, "lstm": _lstm, "transformer": _transformer}
+class _Missing(Exception):
+    """A model's optional reference package is missing (or does not import here)."""
+
+
+def _mobilenet(torch):
+    try:
+        from torchvision.models import mobilenet_v3_small
+    except (ImportError, RuntimeError, OSError) as error:
+        # A torchvision wheel built for another torch (CUDA's) raises RuntimeError or OSError.
+        raise _Missing(f"needs torchvision, pip install torchvision: {error}") from None
+    model = mobilenet_v3_small(weights=None)  # random weights, nothing downloaded
+    # Batch norms at their initial statistics shrink the logits to about 1e-9 (too small for
+    # the comparison to mean anything): their running statistics are set from one random
+    # batch (momentum 1), which keeps the activations at a trained model's scale.
+    for layer in model.modules():
+        if isinstance(layer, torch.nn.BatchNorm2d):
+            layer.momentum = 1.0
+    with torch.no_grad():
+        model.train()(torch.randn(2, 3, 224, 224))
+    return model, (torch.randn(2, 3, 224, 224),)
+
+
+MODELS = {"resnet18": _resnet18, "lstm": _lstm, "transformer": _transformer,
+          "mobilenet": _mobilenet}
 
 
 def _ort_options(ort, threads: int):
@@ -195,7 +222,11 @@ def onnx_models(args: argparse.Namespace) -> list[str]:
     folder = Path(tempfile.mkdtemp(prefix="bench_cpu_"))
     for name in args.models:
         torch.manual_seed(0)
-        module, inputs = MODELS[name](torch)
+        try:
+            module, inputs = MODELS[name](torch)
+        except _Missing as missing:
+            rows.append(f"| {name} | ({missing}) | | | | | |")
+            continue
         module.eval()
         path = folder / f"{name}.onnx"
         # The plain layers, not torch's fused encoder kernel (which has no ONNX form).
@@ -269,7 +300,11 @@ def qdq_models(args: argparse.Namespace) -> list[str]:
         if name == "lstm":
             continue  # quantize_static leaves recurrent layers in float
         torch.manual_seed(0)
-        module, inputs = MODELS[name](torch)
+        try:
+            module, inputs = MODELS[name](torch)
+        except _Missing as missing:
+            rows.append(f"| {name} | ({missing}) | | | | | |")
+            continue
         module.eval()
         plain, qdq = folder / f"{name}.onnx", folder / f"{name}.qdq.onnx"
         torch.backends.mha.set_fastpath_enabled(False)

@@ -92,7 +92,7 @@ def test_convolutions_and_their_gradients_match_ndarray(case, dtype, block, monk
     if block is not None:  # a task per output line: many blocks per sample
         monkeypatch.setattr(cpu_conv, "BLOCK", block)
     calls: list[str] = []
-    for name in ("forward", "weight_grad"):
+    for name in ("bind_forward", "weight_grad"):
         original = getattr(NativeConv, name)
         monkeypatch.setattr(NativeConv, name, lambda self, *args, _name=name, _f=original:
                             calls.append(_name) or _f(self, *args))
@@ -114,7 +114,7 @@ def test_convolutions_and_their_gradients_match_ndarray(case, dtype, block, monk
     for got, expected in zip(results["autodiff+cpu"], results["autodiff+ndarray"]):
         np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
     # The forward pass and the input gradient (a transposed convolution), and the weight's.
-    assert sorted(calls) == ["forward", "forward", "weight_grad"], calls
+    assert sorted(calls) == ["bind_forward", "bind_forward", "weight_grad"], calls
 
 
 POOLS = [  # (spatial size, kernel, stride, padding, dilation, ceil_mode)

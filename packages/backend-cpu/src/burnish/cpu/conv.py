@@ -19,6 +19,7 @@ its position divides by the stride.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -126,23 +127,31 @@ int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64
     int64_t positions = g[3] * g[4] * g[5], inner = channels * g[6] * g[7] * g[8];           \
     int64_t lines = g[3] * g[4], blocks = (lines + lines_per_block - 1) / lines_per_block;   \
     int64_t tasks = batch * groups * blocks, failed = 0;                                     \
+    /* One tap at unit strides, no padding, positions contiguous: the input is the patch    \
+       matrix (its rows the channels, xsc apart), multiplied where it lies. */              \
+    int pointwise = g[6] * g[7] * g[8] == 1 && g[9] == 1 && g[10] == 1 && g[11] == 1         \
+        && g[12] == 0 && g[13] == 0 && g[14] == 0 && g[20] == 1                              \
+        && (g[4] == 1 || g[19] == g[5]) && (g[3] == 1 || g[18] == g[4] * g[5])               \
+        && xsc >= positions && !transposed;                                                  \
     _Pragma("omp parallel reduction(+:failed)")                                             \
     {                                                                                        \
-        T *cols = malloc(sizeof(T) * inner * lines_per_block * g[5]);                       \
-        failed += cols == NULL;                                                              \
+        T *cols = pointwise ? NULL : malloc(sizeof(T) * inner * lines_per_block * g[5]);    \
+        failed += !pointwise && cols == NULL;                                                \
         _Pragma("omp for schedule(dynamic)")                                                \
         for (int64_t task = 0; task < tasks; task++) {                                      \
-            if (!cols) continue;                                                             \
+            if (!pointwise && !cols) continue;                                               \
             int64_t plane = task / blocks, block = task % blocks;                            \
             int64_t n = plane / groups, gi = plane % groups;                                 \
             int64_t l0 = block * lines_per_block;                                            \
             int64_t l1 = l0 + lines_per_block < lines ? l0 + lines_per_block : lines;       \
             int64_t width = (l1 - l0) * g[5];                                                \
-            ROWS_OF##_rows(x + n * xsb + gi * channels * xsc, xsc, g, transposed, channels,  \
-                           l0, l1, (T)0, cols);                                              \
+            const T *xg = x + n * xsb + gi * channels * xsc;                                 \
+            if (!pointwise)                                                                  \
+                ROWS_OF##_rows(xg, xsc, g, transposed, channels, l0, l1, (T)0, cols);        \
             T *o = out + plane * m * positions + l0 * g[5];                                  \
             gemm(101, 111, 111, (I)m, (I)width, (I)inner, (T)1, w + gi * m * inner,          \
-                 (I)inner, cols, (I)width, (T)0, o, (I)positions);                           \
+                 (I)inner, pointwise ? xg + l0 * g[5] : cols, pointwise ? (I)xsc : (I)width, \
+                 (T)0, o, (I)positions);                                                     \
             if (bias)                                                                        \
                 for (int64_t r = 0; r < m; r++)                                              \
                     for (int64_t q = 0; q < width; q++)                                      \
@@ -193,6 +202,89 @@ int NAME##_weight_grad(void *fn, const int64_t *g, const T *x, int64_t xsb, int6
     return failed != 0;                                                                      \
 }
 
+/* Depthwise convolutions (one input channel per group) of 1 or 2 spatial dims: out[n, c] =
+   bias[c] + the sum over taps of w[c, tap] times x[n, c / m] at the tap, c over groups * m
+   output channels. No patch matrix and no product of one row: one task per (sample, output
+   channel) copies its input plane, zero-padded, into a buffer of its own as s0 x s1 phase
+   planes (phase (r0, r1) holds the padded input's rows r0, r0 + s0, ... and columns r1,
+   r1 + s1, ...), so that every tap reads one phase plane at a fixed offset, as with unit
+   strides. Output rows are then computed wq wide (wq: a phase plane's width, a few columns
+   more than the output's), as one run over all the rows: LANES outputs at a time (a vector
+   register) take every tap, each a contiguous load, before they are stored; the extra
+   columns are dropped when the rows are stored. */
+#define DEPTHWISE(NAME, T, LANES)                                                             \
+typedef T NAME##_lanes __attribute__((vector_size(LANES * sizeof(T))));                      \
+int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch,  \
+                     int64_t groups, const T *w, int64_t m, const T *bias, T *out) {         \
+    const int64_t *in = g + 1, *o = g + 4, *k = g + 7, *s = g + 10, *p = g + 13, *d = g + 16; \
+    const int64_t *xs = g + 19;                                                              \
+    int64_t positions = o[0] * o[1], taps = k[0] * k[1], planes = batch * groups * m;        \
+    int64_t hq = o[0] + (k[0] - 1) * d[0] / s[0] + 1, wq = o[1] + (k[1] - 1) * d[1] / s[1] + 1; \
+    int64_t phase = (hq + 1) * wq, failed = 0, room = s[0] * s[1] * phase + LANES;           \
+    int64_t offsets[taps]; /* where each tap reads: its phase plane and shift */            \
+    for (int64_t t0 = 0; t0 < k[0]; t0++)                                                    \
+        for (int64_t t1 = 0; t1 < k[1]; t1++) {                                              \
+            int64_t e0 = t0 * d[0], e1 = t1 * d[1];                                          \
+            offsets[t0 * k[1] + t1] = ((e0 % s[0]) * s[1] + e1 % s[1]) * phase               \
+                                      + (e0 / s[0]) * wq + e1 / s[1];                        \
+        }                                                                                    \
+    _Pragma("omp parallel reduction(+:failed) if (planes * positions * taps >= 32768)")     \
+    {                                                                                        \
+        T *phases = calloc(room + o[0] * wq + LANES, sizeof(T));                             \
+        failed += phases == NULL;                                                            \
+        _Pragma("omp for schedule(static)")                                                 \
+        for (int64_t plane = 0; plane < planes; plane++) {                                   \
+            if (!phases) continue;                                                           \
+            int64_t c = plane % (groups * m);                                                \
+            const T *xc = x + (plane / (groups * m)) * xsb + (c / m) * xsc;                  \
+            const T *wc = w + c * taps;                                                      \
+            T *acc = phases + room;                                                          \
+            for (int64_t r0 = 0; r0 < s[0]; r0++)                                            \
+            for (int64_t r1 = 0; r1 < s[1]; r1++) {                                          \
+                T *ph = phases + (r0 * s[1] + r1) * phase;                                   \
+                /* only the input's own elements: where the padding falls is the same for  \
+                   every plane, zero since the buffer was made */                            \
+                for (int64_t a = 0; a < hq; a++) {                                           \
+                    int64_t i0 = a * s[0] + r0 - p[0];                                       \
+                    if (i0 < 0 || i0 >= in[0]) continue;                                     \
+                    T *restrict row = ph + a * wq;                                           \
+                    const T *restrict src = xc + i0 * xs[0];                                 \
+                    /* columns b with i1 = b * s1 + r1 - p1 in [0, in1): [lo, hi) */          \
+                    int64_t lo = p[1] - r1 <= 0 ? 0 : (p[1] - r1 + s[1] - 1) / s[1];          \
+                    int64_t hi = in[1] + p[1] - r1 <= 0 ? 0                                  \
+                                 : (in[1] + p[1] - r1 - 1) / s[1] + 1;                       \
+                    if (hi > wq) hi = wq;                                                    \
+                    if (s[1] == 1 && xs[1] == 1) {                                           \
+                        for (int64_t b = lo; b < hi; b++) row[b] = src[b + r1 - p[1]];       \
+                    } else {                                                                 \
+                        for (int64_t b = lo; b < hi; b++)                                    \
+                            row[b] = src[(b * s[1] + r1 - p[1]) * xs[1]];                    \
+                    }                                                                        \
+                }                                                                            \
+            }                                                                                \
+            /* the last lanes past the rows read the buffer's slack and are dropped */     \
+            for (int64_t i = 0; i < o[0] * wq; i += LANES) {                                 \
+                NAME##_lanes sum = {0}, v;                                                   \
+                for (int64_t t = 0; t < taps; t++) {                                         \
+                    memcpy(&v, phases + offsets[t] + i, sizeof v);                           \
+                    sum += wc[t] * v;                                                        \
+                }                                                                            \
+                memcpy(acc + i, &sum, sizeof sum);                                           \
+            }                                                                                \
+            T start = bias ? bias[c] : (T)0;                                                 \
+            T *target = out + plane * positions;                                             \
+            for (int64_t a = 0; a < o[0]; a++)                                               \
+                for (int64_t b = 0; b < o[1]; b++)                                           \
+                    target[a * o[1] + b] = start + acc[a * wq + b];                          \
+        }                                                                                    \
+        free(phases);                                                                        \
+    }                                                                                        \
+    return failed != 0;                                                                      \
+}
+
+DEPTHWISE(burnish_conv_f32, float, 16)
+DEPTHWISE(burnish_conv_f64, double, 8)
+
 CONV(burnish_conv_f32_i64, burnish_f32, float, int64_t)
 CONV(burnish_conv_f64_i64, burnish_f64, double, int64_t)
 CONV(burnish_conv_f32_i32, burnish_f32, float, int32_t)
@@ -231,6 +323,8 @@ class NativeConv:
 
     def __init__(self, compiler: Any, gemm: Any) -> None:
         self.entries: dict[str, tuple[Any, Any, int]] = {}
+        #: The direct kernels of depthwise convolutions (one input channel per group), by dtype.
+        self.depthwise: dict[str, Any] = {}
         if not compiler.openmp:
             return
         library = compiler.build(SOURCE)
@@ -249,22 +343,52 @@ class NativeConv:
                                ctypes.c_int, _I64]
             weight.restype = ctypes.c_int
             self.entries[dtype] = (forward, weight, address)
+        for dtype, suffix in (("float32", "f32"), ("float64", "f64")):
+            depthwise = getattr(library, f"burnish_conv_{suffix}_depthwise")
+            depthwise.argtypes = [_P, _P, _I64, _I64, _I64, _I64, _P, _I64, _P, _P]
+            depthwise.restype = ctypes.c_int
+            self.depthwise[dtype] = depthwise
         self.library = library  # kept loaded while the entries may run
 
     def forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                 out: np.ndarray, words: np.ndarray, groups: int, transposed: bool) -> None:
         """``out`` ``[batch, groups * m, *out_size]`` (contiguous) = ``weight`` ``[groups, m,
-        channels * taps]`` (contiguous) times the patches of ``x`` (any strides)."""
-        forward, _, gemm = self.entries[out.dtype.name]
+        channels * taps]`` (contiguous) times the patches of ``x`` (any strides). Depthwise
+        convolutions of 1 or 2 spatial dims (one input channel per group, not transposed) sum
+        their taps directly."""
+        self.bind_forward(x, weight, bias, out, words, groups, transposed)()
+
+    def bind_forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+                     out: np.ndarray, words: np.ndarray, groups: int,
+                     transposed: bool) -> Callable[[], None]:
+        """``forward`` of these arrays as a call of no arguments, what it hands to C worked
+        out once (a replay calls it on arrays that stay where they are)."""
         size = x.dtype.itemsize
         batch, channels = x.shape[0], x.shape[1] // groups
-        failed = forward(gemm, words.ctypes.data, int(transposed), x.ctypes.data,
-                         x.strides[0] // size, x.strides[1] // size, batch, groups, channels,
-                         weight.ctypes.data, weight.shape[1],
-                         None if bias is None else bias.ctypes.data, out.ctypes.data,
-                         _lines_per_block(weight.shape[2], words))
-        if failed:
-            raise MemoryError("cpu backend: no memory for a convolution's patch matrix")
+        bias_address = None if bias is None else bias.ctypes.data
+        depthwise = self.depthwise.get(out.dtype.name)
+        function: Any
+        args: tuple[Any, ...]
+        # 1 and 2 spatial dims: the first of the three geometry dims is 1 in size and kernel.
+        if (channels == 1 and not transposed and depthwise is not None and words[0] == 1
+                and words[6] == 1):
+            function, what = depthwise, "a depthwise convolution's padded input"
+            args = (words.ctypes.data, x.ctypes.data, x.strides[0] // size,
+                    x.strides[1] // size, batch, groups, weight.ctypes.data, weight.shape[1],
+                    bias_address, out.ctypes.data)
+        else:
+            function, _, gemm = self.entries[out.dtype.name]
+            what = "a convolution's patch matrix"
+            args = (gemm, words.ctypes.data, int(transposed), x.ctypes.data,
+                    x.strides[0] // size, x.strides[1] // size, batch, groups, channels,
+                    weight.ctypes.data, weight.shape[1], bias_address, out.ctypes.data,
+                    _lines_per_block(weight.shape[2], words))
+
+        def run(words: np.ndarray = words) -> None:  # words: C reads its memory
+            if function(*args):
+                raise MemoryError(f"cpu backend: no memory for {what}")
+
+        return run
 
     def weight_grad(self, x: np.ndarray, grad: np.ndarray, out: np.ndarray, words: np.ndarray,
                     groups: int, accumulate: bool) -> None:

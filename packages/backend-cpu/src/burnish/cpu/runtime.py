@@ -11,7 +11,7 @@ import ctypes
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -340,7 +340,9 @@ class CpuRuntime(Runtime):
         for i, (fn, args) in enumerate(program):
             if fn is _on_arrays:
                 host_fn, _, layouts, extra, *handles = args
-                program[i] = (host_fn, (*_arrays(layouts, handles), *extra))
+                arrays = (*_arrays(layouts, handles), *extra)
+                binder = _BINDERS.get(host_fn)
+                program[i] = (binder(*arrays), ()) if binder else (host_fn, arrays)
         return program
 
     def replayer(self, commands: Sequence[tuple]) -> Any:
@@ -414,9 +416,22 @@ def _words(x: JitTensor, out: JitTensor, kernel: tuple[int, ...], stride: tuple[
 
 def _conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> None:
     """``NativeConv.forward`` with the arguments ``CpuRuntime.library_conv`` recorded."""
+    _bind_conv(x, matrix, *rest)()
+
+
+def _bind_conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> Callable[[], None]:
+    """``_conv`` of these arrays as a call of no arguments (``NativeConv.bind_forward``)."""
     *tensors, words, groups, transposed, native = rest
     bias, out = tensors if len(tensors) == 2 else (None, tensors[0])
-    native.forward(x, matrix, bias, out, np.array(words, np.int64), groups, transposed)
+    return native.bind_forward(x, matrix, bias, out, np.array(words, np.int64), groups,
+                               transposed)
+
+
+#: Host functions whose replays bind their arrays once: ``CpuRuntime.program`` replays
+#: ``binder(*arrays, *extra)``, a call of no arguments, instead of the function (a
+#: convolution's 14 C arguments, from NumPy's ``ctypes`` attributes, cost more than a small
+#: one's work).
+_BINDERS: dict[Any, Callable[..., Callable[[], None]]] = {_conv: _bind_conv}
 
 
 def _max_pool(x: np.ndarray, *rest: Any) -> None:

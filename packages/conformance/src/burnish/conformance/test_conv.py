@@ -59,6 +59,13 @@ CASES = [
     Conv((5, 6), (2, 3), in_channels=4, out_channels=4, groups=4, stride=2, padding=1),
     Conv((7, 5), (3, 3), in_channels=6, out_channels=4, groups=2, stride=(1, 2), dilation=(1, 2),
          padding=(0, 2)),
+    # Depthwise (one input channel per group): MobileNet's 5x5, a channel multiplier of 2 with
+    # strides, dilation and padding wider than the taps reach, 1 and 3 spatial dims.
+    Conv((9, 10), (5, 5), in_channels=3, out_channels=3, groups=3, padding=2),
+    Conv((11, 9), (3, 3), in_channels=2, out_channels=4, groups=2, stride=(2, 3),
+         dilation=(2, 1), padding=(3, 1), bias=False),
+    Conv((12,), (3,), in_channels=4, out_channels=4, groups=4, stride=2, dilation=3, padding=4),
+    Conv((4, 5, 5), (3, 3, 3), in_channels=3, out_channels=3, groups=3, padding=1),
     Conv((1, 1), (1, 1), in_channels=5, out_channels=7),
     Conv((4, 5, 6), (2, 3, 2)),
     Conv((5, 5, 5), (3, 3, 3), stride=2, padding=1, bias=False),
