@@ -8,6 +8,7 @@ that NumPy can see, which lets products go to NumPy's BLAS (``library_matmul``).
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
 import sys
@@ -76,15 +77,6 @@ class CpuRuntime(Runtime):
         self.compiler = compiler
         self.generator = CpuGenerator(vector_math=compiler.vector_math)
         self.threads = os.cpu_count() or 1
-        self._gemm: Gemm | None = None
-        self._conv: NativeConv | None = None
-        self._pool: NativePool | None = None
-        self._reduce: NativeReduce | None = None
-        self._norm: NativeNorm | None = None
-        self._attention: NativeAttention | None = None
-        self._recurrent: NativeRecurrent | None = None
-        self._int8_gemm: Int8Gemm | None = None
-        self._int8_quantize: Int8Quantize | None = None
         self.library_products = os.environ.get("BURNISH_CPU_BLAS", "1").lower() not in (
             "0", "false", "off", "no")
 
@@ -169,12 +161,10 @@ class CpuRuntime(Runtime):
                       (out,), groups, self.gemm)
         return True
 
-    @property
+    @functools.cached_property
     def native_conv(self) -> NativeConv:
         """Convolutions in compiled C over BLAS (made at the first use)."""
-        if self._conv is None:
-            self._conv = NativeConv(self.compiler, self.gemm)
-        return self._conv
+        return NativeConv(self.compiler, self.gemm)
 
     def library_conv(self, x: JitTensor, matrix: JitTensor, bias: JitTensor | None,
                      out: JitTensor, groups: int, kernel: tuple[int, ...],
@@ -191,26 +181,20 @@ class CpuRuntime(Runtime):
         self.host(_conv, inputs, (out,), words, groups, transposed, self.native_conv)
         return True
 
-    @property
+    @functools.cached_property
     def native_pool(self) -> NativePool:
         """Max pooling in compiled C (made at the first use)."""
-        if self._pool is None:
-            self._pool = NativePool(self.compiler)
-        return self._pool
+        return NativePool(self.compiler)
 
-    @property
+    @functools.cached_property
     def native_reduce(self) -> NativeReduce:
         """Float sums and means in compiled C (made at the first use)."""
-        if self._reduce is None:
-            self._reduce = NativeReduce(self.compiler)
-        return self._reduce
+        return NativeReduce(self.compiler)
 
-    @property
+    @functools.cached_property
     def native_norm(self) -> NativeNorm:
         """Layer normalisation in compiled C (made at the first use)."""
-        if self._norm is None:
-            self._norm = NativeNorm(self.compiler)
-        return self._norm
+        return NativeNorm(self.compiler)
 
     def library_max_pool(self, x: JitTensor, out: JitTensor, index: JitTensor | None,
                          kernel: tuple[int, ...], stride: tuple[int, ...],
@@ -225,12 +209,10 @@ class CpuRuntime(Runtime):
         self.host(_max_pool, (x,), outputs, words, self.native_pool)
         return True
 
-    @property
+    @functools.cached_property
     def native_attention(self) -> NativeAttention:
         """Attention in compiled C over BLAS (made at the first use)."""
-        if self._attention is None:
-            self._attention = NativeAttention(self.compiler, self.gemm)
-        return self._attention
+        return NativeAttention(self.compiler, self.gemm)
 
     def _attention_takes(self, *tensors: JitTensor) -> bool:
         q = tensors[0]
@@ -273,12 +255,10 @@ class CpuRuntime(Runtime):
         self.host(_attention_backward, inputs, grads, causal, scale, self.native_attention)
         return grads
 
-    @property
+    @functools.cached_property
     def native_recurrent(self) -> NativeRecurrent:
         """Recurrent layers in compiled C over BLAS (made at the first use)."""
-        if self._recurrent is None:
-            self._recurrent = NativeRecurrent(self.compiler, self.gemm, self.threads)
-        return self._recurrent
+        return NativeRecurrent(self.compiler, self.gemm, self.threads)
 
     def library_recurrent(self, input_gates: JitTensor, hidden_weight: JitTensor,
                           hidden_bias: JitTensor | None, hidden: JitTensor,
@@ -311,26 +291,20 @@ class CpuRuntime(Runtime):
         self.host(_cat, [x for x, _ in parts], (out,), dim)
         return True
 
-    @property
+    @functools.cached_property
     def int8_gemm(self) -> Int8Gemm:
         """Products of 8-bit integers in compiled C (made at the first use)."""
-        if self._int8_gemm is None:
-            self._int8_gemm = Int8Gemm(self.compiler)
-        return self._int8_gemm
+        return Int8Gemm(self.compiler)
 
-    @property
+    @functools.cached_property
     def int8_quantize(self) -> Int8Quantize:
         """float32 to 8-bit integers in one compiled pass (made at the first use)."""
-        if self._int8_quantize is None:
-            self._int8_quantize = Int8Quantize(self.compiler)
-        return self._int8_quantize
+        return Int8Quantize(self.compiler)
 
-    @property
+    @functools.cached_property
     def gemm(self) -> Gemm:
         """Products on NumPy's BLAS from this runtime's threads (made at the first use)."""
-        if self._gemm is None:
-            self._gemm = Gemm(self.compiler, self.threads)
-        return self._gemm
+        return Gemm(self.compiler, self.threads)
 
     def program(self, commands: Sequence[tuple]) -> list[tuple[Any, tuple]]:
         """``Runtime.program`` with each host call's arrays made once: a record's buffers stay
