@@ -18,7 +18,7 @@ from burnish.cpu.pool import NativePool
 from burnish.jit.backend.module_ops import JitModuleOps
 from burnish.jit.kernels import conv as conv_kernels
 from burnish.jit.kernels.elementwise import plain
-from burnish.jit.tensor import JitTensor, numel
+from burnish.jit.tensor import numel
 
 
 class CpuModuleOps(JitModuleOps):
@@ -31,9 +31,7 @@ class CpuModuleOps(JitModuleOps):
             return super().max_pool_backward(grad, indices, x_shape, dtype)
         runtime = grad.runtime
         shape = tuple(x_shape)
-        itemsize = np.dtype(dtype.name).itemsize
-        out = JitTensor(runtime.pool.alloc(max(1, numel(shape)) * itemsize), shape, dtype,
-                        grad.device, runtime)
+        out = self._new(shape, dtype, grad.device, runtime)
         if numel(shape):
             runtime.host(_max_pool_backward, (plain(grad), plain(indices)), (out,),
                          runtime.native_pool)
@@ -46,8 +44,7 @@ class CpuModuleOps(JitModuleOps):
         if not runtime.blas(x.dtype) or weight.dtype != x.dtype or bias.dtype != x.dtype:
             return super().linear(x, weight, bias)
         shape = (*x.shape[:-1], weight.shape[1])
-        out = JitTensor(runtime.pool.alloc(max(1, numel(shape)) * np.dtype(x.dtype.name).itemsize),
-                        shape, x.dtype, x.device, runtime)
+        out = self._new(shape, x.dtype, x.device, runtime)
         if numel(shape):
             runtime.host(_linear, (x, weight, plain(bias)), (out,), runtime.gemm)
         return out
@@ -61,8 +58,7 @@ class CpuModuleOps(JitModuleOps):
         d = x.shape[-1]
         rows = numel(x.shape) // d
         x = plain(x)
-        out = JitTensor(runtime.pool.alloc(numel(x.shape) * np.dtype(dtype.name).itemsize),
-                        x.shape, dtype, x.device, runtime)
+        out = self._new(x.shape, dtype, x.device, runtime)
         flat = x.view((rows, d), (d, 1), x.offset)
         runtime.host(_layer_norm, (flat, plain(weight), plain(bias)),
                      (out.view((rows, d), (d, 1), 0),), float(epsilon), runtime.native_norm)
@@ -77,9 +73,7 @@ class CpuModuleOps(JitModuleOps):
         taps, positions = math.prod(kernel), math.prod(out_size)
         per_group, group_out = channels // groups, out_channels // groups
         shape = (out_channels, per_group, *kernel)
-        itemsize = np.dtype(x.dtype.name).itemsize
-        out = JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape, x.dtype, x.device,
-                        runtime)
+        out = self._new(shape, x.dtype, x.device, runtime)
         inner = per_group * taps
         result = out.view((groups, group_out, inner), (group_out * inner, inner, 1), 0)
         grad = plain(grad)

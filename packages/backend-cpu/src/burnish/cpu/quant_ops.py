@@ -55,6 +55,7 @@ class CpuQuantOps(QuantOps):
     ``quantize`` to 8 bits in one pass."""
 
     cast: Callable[..., Any]  # the backend's (JitBackend)
+    _new: Callable[..., JitTensor]  # the backend's (JitBase)
 
     def quantized_matmul(self, lhs: Any, rhs: Any, dtype: DType) -> Any:
         if not _takes(lhs, rhs):
@@ -72,8 +73,7 @@ class CpuQuantOps(QuantOps):
         else:
             a = plain(values)
             a = a.view((rows, k), (k, 1), a.offset)
-        out = JitTensor(runtime.pool.alloc(max(1, rows * n) * 4), (*lhs.shape[:-1], n), float32,
-                        values.device, runtime)
+        out = self._new((*lhs.shape[:-1], n), float32, values.device, runtime)
         inputs = [a, lhs.scales, rhs.scales]
         if lhs.zero_points is not None:
             inputs.append(lhs.zero_points)
@@ -100,8 +100,7 @@ class CpuQuantOps(QuantOps):
         oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
         ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
         positions = oh * ow
-        patches = JitTensor(runtime.pool.alloc(max(1, n * c * kh * kw * positions)),
-                            (n, c * kh * kw, positions), values.dtype, values.device, runtime)
+        patches = self._new((n, c * kh * kw, positions), values.dtype, values.device, runtime)
         # A tuple: recordings of a capture compare their calls' arguments.
         words = tuple(int(v) for v in geometry((h, w), (oh, ow), (kh, kw), tuple(stride),
                                                tuple(padding), tuple(dilation),
@@ -117,8 +116,7 @@ class CpuQuantOps(QuantOps):
                                  if isinstance(weight.scheme.granularity, PerChannel)
                                  else weight.scheme, (inner, out))
         weights = _packed(runtime.int8_gemm, rhs)
-        y = JitTensor(runtime.pool.alloc(max(1, n * out * oh * ow) * 4), (n, out, oh, ow),
-                      float32, values.device, runtime)
+        y = self._new((n, out, oh, ow), float32, values.device, runtime)
         inputs = [patches, x.scales, weight.scales]
         if x.zero_points is not None:
             inputs.append(x.zero_points)
@@ -143,8 +141,7 @@ class CpuQuantOps(QuantOps):
         values = plain(q.values)
         runtime = cast("CpuRuntime", values.runtime)
         shape = tuple(q.shape)
-        out = JitTensor(runtime.pool.alloc(values.numel * 4), shape, float32, values.device,
-                        runtime)
+        out = self._new(shape, float32, values.device, runtime)
         axis = channel_axis(granularity, shape) if isinstance(granularity, PerChannel) else None
         inputs = [values, q.scales] + ([] if q.zero_points is None else [q.zero_points])
         runtime.host(_dequantize, inputs, (out,), runtime.int8_quantize, axis,
@@ -161,8 +158,7 @@ class CpuQuantOps(QuantOps):
             return super().quantize(x, scales, zero_points, scheme, dtype)
         runtime = cast("CpuRuntime", x.runtime)
         shape = tuple(x.shape)
-        values = JitTensor(runtime.pool.alloc(x.numel), shape, scheme.storage_dtype, x.device,
-                           runtime)
+        values = self._new(shape, scheme.storage_dtype, x.device, runtime)
         axis = channel_axis(granularity, shape) if isinstance(granularity, PerChannel) else None
         low, high = scheme.range
         if scheme.mode == "symmetric":

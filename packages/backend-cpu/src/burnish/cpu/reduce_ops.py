@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ class CpuReduceOps(JitReduceOps):
     #: Fewer elements stay with the kernels: a host call costs about 15 µs of Python (the
     #: arrays, ctypes), twice a small kernel's launch.
     native_from = 4096
+    _new: Callable[..., JitTensor]  # the backend's (JitBase)
 
     def sum(self, x, dim):
         return self._native(x, dim, False) or super().sum(x, dim)
@@ -39,8 +41,7 @@ class CpuReduceOps(JitReduceOps):
             outer, n, inner = numel(shape[:dim]), shape[dim], numel(shape[dim + 1:])
         runtime: Any = x.runtime  # a CpuRuntime: host calls and the compiled sums
         out_shape = out_shape_of(shape, dim)
-        out = JitTensor(runtime.pool.alloc(numel(out_shape) * np.dtype(x.dtype.name).itemsize),
-                        out_shape, x.dtype, x.device, runtime)
+        out = self._new(out_shape, x.dtype, x.device, runtime)
         flat = x.view((outer, n, inner), (n * inner, inner, 1), x.offset)
         runtime.host(_sum, (flat,), (out,), outer, n, inner, mean, runtime.native_reduce)
         return out
