@@ -192,6 +192,11 @@ def _consumers(graph: Graph) -> dict[str, list[Node]]:
     return users
 
 
+def _producers(graph: Graph) -> dict[str, Node]:
+    """The node that makes each value, by the value's name."""
+    return {v.name: n for n in graph.nodes for v in n.outputs if v is not None}
+
+
 def _only_user(users: dict[str, list[Node]], value: Value, op_type: str) -> Node | None:
     found = users.get(value.name, [])
     if len(found) == 1 and found[0] is not None and found[0].op_type == op_type \
@@ -212,7 +217,7 @@ def fuse(graph: Graph) -> None:
     becomes ``Gelu``; ``Softmax(q @ k^T, scaled) @ v`` becomes ``burnish.Attention``;
     ``Reshape``, ``Transpose``, ``Reshape`` becomes ``burnish.Relayout``."""
     users = _consumers(graph)
-    producers = {v.name: n for n in graph.nodes for v in n.outputs if v is not None}
+    producers = _producers(graph)
     removed: set[int] = set()
     replaced: dict[int, Node] = {}
     for node in graph.nodes:
@@ -221,7 +226,7 @@ def fuse(graph: Graph) -> None:
         if node.op_type == "MatMul":
             _fuse_linear(node, users, removed, replaced)
         elif node.op_type == "Erf":
-            _fuse_gelu(node, graph, users, removed, replaced)
+            _fuse_gelu(node, producers, users, removed, replaced)
         elif node.op_type == "Softmax":
             _fuse_attention(node, producers, users, removed, replaced)
         elif node.op_type == "Reshape":
@@ -251,9 +256,8 @@ def _fuse_linear(node: Node, users, removed: set[int], replaced: dict[int, Node]
         removed.add(id(last))
 
 
-def _fuse_gelu(erf: Node, graph: Graph, users, removed: set[int],
+def _fuse_gelu(erf: Node, producers: dict[str, Node], users, removed: set[int],
                replaced: dict[int, Node]) -> None:
-    producers = {v.name: n for n in graph.nodes for v in n.outputs if v is not None}
     div = producers.get(erf.inputs[0].name) if erf.inputs[0] is not None else None
     if div is None or div.op_type not in ("Div", "Mul"):
         return
@@ -417,7 +421,7 @@ def fuse_qdq(graph: Graph) -> None:
     channel, float32 scales, no blocks. Runs before constant folding, which would otherwise
     turn the weight's DequantizeLinear into a float constant; the rest is left as it was."""
     users = _consumers(graph)
-    producers = {v.name: n for n in graph.nodes for v in n.outputs if v is not None}
+    producers = _producers(graph)
     replaced: dict[int, Node] = {}
     removed: set[int] = set()
     for node in graph.nodes:
