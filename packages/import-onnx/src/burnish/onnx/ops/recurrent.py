@@ -213,16 +213,20 @@ def packed_recurrent(kind: str, x: Tensor, weight: Tensor, hidden_weight: Tensor
         hs.append(h)
     # [seq, batch, directions, hidden], so that the usual Transpose and Reshape to [seq, batch,
     # directions * hidden] that follows a bidirectional layer is a view.
-    y = bn.stack(ys, 2) if len(ys) > 1 else ys[0].unsqueeze(2)
-    y_h = bn.stack(hs, 0) if len(hs) > 1 else hs[0].unsqueeze(0)
+    y, y_h = _stack(ys, 2), _stack(hs, 0)
     if layout:
         y, y_h = y.swap_dims(0, 1), y_h.swap_dims(0, 1)
     else:
         y = y.swap_dims(1, 2)
     if kind == "GRU":
         return y, y_h
-    y_c = bn.stack(cs, 0) if len(cs) > 1 else cs[0].unsqueeze(0)
+    y_c = _stack(cs, 0)
     return y, y_h, (y_c.swap_dims(0, 1) if layout else y_c)
+
+
+def _stack(parts: list[Tensor], dim: int) -> Tensor:
+    """``bn.stack(parts, dim)``, one direction's result as a view rather than a copy."""
+    return bn.stack(parts, dim) if len(parts) > 1 else parts[0].unsqueeze(dim)
 
 
 def _heads(x: Tensor, heads: int) -> Tensor:
