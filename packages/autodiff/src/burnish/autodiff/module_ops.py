@@ -4,8 +4,9 @@ The rules live beside the concept they differentiate: ``conv.py`` (conv, conv_tr
 unfold), ``pool.py`` (the pools) and ``interpolate.py``; this module records the nodes. Every op
 forwards to the inner backend's own kernel. Max pools without indices ask the inner backend for
 the indices when the input is tracked, since the gradient goes to the max of each window.
-Linear maps and layer normalisation run the inner backend's op when nothing is tracked, else
-the protocol's composition (its nodes give the gradient).
+Linear maps run the inner backend's op when nothing is tracked, else the protocol's
+composition (its nodes give the gradient); layer and batch normalisation are one node each,
+whose rule is the backend's backward op.
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ class AutodiffModuleOps(ModuleOps):
         # The statistics are not differentiated through (a BatchNorm's running statistics take
         # them detached): only y is tracked.
         saved = (x, weight, mean, invstd, epsilon, needs)
-        return self._record(y, (x, weight, bias), _batch_norm_backward, saved), P(mean), \
-            P(invstd)
+        # The node's dtype is x's (a 16-bit x has float32 parameters and statistics).
+        return self._record(y, (x, weight, bias), _batch_norm_backward, saved, dtype=dtype), \
+            P(mean), P(invstd)
 
     def batch_norm_backward(self, x: P, weight: P, mean: P, invstd: P, grad: P,
                             epsilon: float, dtype: DType) -> tuple[P, P, P]:
@@ -84,10 +86,22 @@ class AutodiffModuleOps(ModuleOps):
         return ModuleOps.linear(self, x, weight, bias)
 
     def layer_norm(self, x: P, weight: P, bias: P, epsilon: float, dtype: DType) -> P:
-        if not any(_tracked(x, weight, bias)):
-            return P(self._inner.layer_norm(x.inner, weight.inner, bias.inner, epsilon, dtype))
-        # Tracked: the default's composition, whose nodes give the gradient.
-        return ModuleOps.layer_norm(self, x, weight, bias, epsilon, dtype)
+        y = self._inner.layer_norm(x.inner, weight.inner, bias.inner, epsilon, dtype)
+        needs = _tracked(x, weight, bias)
+        if not any(needs):
+            return P(y)
+        # One node keeping the input and the weight (the composition's nodes kept two
+        # float32 copies of the activations); its rule takes the statistics again.
+        return self._record(y, (x, weight, bias), _layer_norm_backward,
+                            (x, weight, epsilon, needs), dtype=dtype)
+
+    def layer_norm_backward(self, x: P, weight: P, grad: P, epsilon: float, dtype: DType
+                            ) -> tuple[P, P, P]:
+        if all(v.node is None for v in (x, weight, grad)):
+            return tuple(P(g) for g in self._inner.layer_norm_backward(  # type: ignore[return-value]  # three
+                x.inner, weight.inner, grad.inner, epsilon, dtype))
+        # Tracked (a gradient of a gradient): the default's composition, differentiable.
+        return ModuleOps.layer_norm_backward(self, x, weight, grad, epsilon, dtype)
 
     def conv_weight_grad(self, x: P, grad: P, kernel: Dims, stride: Dims, padding: Dims,
                          dilation: Dims, groups: int) -> P:
@@ -174,6 +188,12 @@ def _embedding_backward(b, dtype, g, shape, indices):
     rows = b.reshape(g, (count, shape[1]))
     flat = b.reshape(indices, (count,))
     return (b.select_add(zeros(b, shape, dtype, g), 0, flat, rows),)
+
+
+def _layer_norm_backward(b, dtype, g, x, weight, epsilon, needs):
+    dx, dweight, dbias = b.layer_norm_backward(x, weight, g, epsilon, dtype)
+    return (dx if needs[0] else None, dweight if needs[1] else None,
+            dbias if needs[2] else None)
 
 
 def _batch_norm_backward(b, dtype, g, x, weight, mean, invstd, epsilon, needs):

@@ -277,15 +277,15 @@ class Convolutions:
     def batch_norm(self, x: JitTensor, weight: JitTensor, bias: JitTensor, epsilon: float
                    ) -> tuple[JitTensor, JitTensor, JitTensor] | None:
         """Training-mode batch normalisation of plain ``x`` (``[batch, channels, *spatial]``)
-        by plain ``weight`` and ``bias``: ``(y, mean, invstd)``, cuDNN's spatial mode (its
+        by plain ``weight`` and ``bias`` (float32 for 16-bit ``x``, as cuDNN takes them):
+        ``(y, mean, invstd)``, the statistics of ``weight``'s dtype, cuDNN's spatial mode (its
         deterministic one). None when cuDNN does not take it."""
         plan = self._bn_plan(x.dtype.name, x.shape, epsilon)
         if plan is None:
             return None
         y = self._new(x, x.shape)
-        mean, invstd = self._new(x, (x.shape[1],)), self._new(x, (x.shape[1],))
-        itemsize = self.runtime.generator.storage_numpy(x.dtype.name).itemsize
-        self.runtime.call(self._bn_forward, (plan, *(_address(t, itemsize) for t in (
+        mean, invstd = self._new(weight, (x.shape[1],)), self._new(weight, (x.shape[1],))
+        self.runtime.call(self._bn_forward, (plan, *(self._address(t) for t in (
             x, weight, bias, y, mean, invstd)), epsilon),
             [x.buffer.handle, weight.buffer.handle, bias.buffer.handle],
             [y.buffer.handle, mean.buffer.handle, invstd.buffer.handle], plan)
@@ -301,14 +301,17 @@ class Convolutions:
         if plan is None:
             return None
         dx = self._new(x, x.shape)
-        dweight, dbias = self._new(x, (x.shape[1],)), self._new(x, (x.shape[1],))
-        itemsize = self.runtime.generator.storage_numpy(x.dtype.name).itemsize
-        self.runtime.call(self._bn_backward, (plan, *(_address(t, itemsize) for t in (
+        dweight, dbias = self._new(weight, (x.shape[1],)), self._new(weight, (x.shape[1],))
+        self.runtime.call(self._bn_backward, (plan, *(self._address(t) for t in (
             x, weight, mean, invstd, grad, dx, dweight, dbias)), epsilon),
             [t.buffer.handle for t in (x, weight, mean, invstd, grad)],
             [dx.buffer.handle, dweight.buffer.handle, dbias.buffer.handle], plan)
         self.runtime.launches += 1
         return dx, dweight, dbias
+
+    def _address(self, x: JitTensor) -> ctypes.c_void_p:
+        """The device address of ``x``'s first element."""
+        return _address(x, self.runtime.generator.storage_numpy(x.dtype.name).itemsize)
 
     def _new(self, like: JitTensor, shape: tuple[int, ...]) -> JitTensor:
         """A new plain tensor of ``shape`` with ``like``'s dtype and device, from the pool."""
@@ -319,9 +322,9 @@ class Convolutions:
 
     def _bn_plan(self, dtype: str, shape: tuple[int, ...], epsilon: float) -> _Plan | None:
         """The descriptors of a batch normalisation over ``shape``; None where cuDNN does not
-        take it (16-bit floats: their statistics would be float32, the protocol's are the
-        input's dtype; fewer than 2 or more than 5 dims; an epsilon below cuDNN's minimum)."""
-        if dtype not in ("float32", "float64") or not 2 <= len(shape) <= 5 or epsilon < 1e-5 \
+        take it (fewer than 2 or more than 5 dims; an epsilon below cuDNN's minimum). For
+        16-bit floats cuDNN's parameters and statistics are float32, as the protocol's."""
+        if dtype not in _TYPES or not 2 <= len(shape) <= 5 or epsilon < 1e-5 \
                 or min(shape) == 0:
             return None
         key = ("batch_norm", dtype, shape)

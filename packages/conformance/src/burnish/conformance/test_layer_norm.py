@@ -48,6 +48,33 @@ def test_layer_norm_gradients(device, shape):
                     key=1), sample(shape[-1:], float32, -1, 1, key=2), device=device)
 
 
+@pytest.mark.requires_autodiff
+@pytest.mark.parametrize("dtype", FLOATS, ids=ids(FLOATS))
+def test_layer_norm_gradients_in_every_float_dtype(device, dtype):
+    """The gradients of x, weight and bias against the float64 reference's, each in its
+    tensor's dtype (16-bit floats computed in float32, as the values)."""
+    shape = (3, 2, 40)
+    x = sample(shape, dtype, -3, 5)
+    weight, bias = sample((40,), dtype, 0.5, 2, key=1), sample((40,), dtype, -1, 1, key=2)
+    cotangent = sample(shape, dtype, -1, 1, key=3)
+    tensors = [Tensor.from_data(v, device, dtype).require_grad() for v in (x, weight, bias)]
+    y = F.layer_norm(*tensors, 1e-5)
+    grads = (y * Tensor.from_data(cotangent, device, dtype)).sum().backward()
+    x64, weight64, g64 = (v.astype(np.float64) for v in (x, weight, cotangent))
+    mean = x64.mean(-1, keepdims=True)
+    invstd = 1.0 / np.sqrt(((x64 - mean) ** 2).mean(-1, keepdims=True) + 1e-5)
+    xhat = (x64 - mean) * invstd
+    g = g64 * weight64
+    want = (invstd * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True)),
+            (g64 * xhat).sum((0, 1)), g64.sum((0, 1)))
+    for tensor, expected in zip(tensors, want):
+        got = tensor.grad(grads)
+        assert got.dtype is dtype
+        scale = float(np.abs(expected).max())
+        rtol = 2e-2 if dtype.bits < 32 else 1e-4
+        assert_close(got, expected, rtol=rtol, atol=rtol * scale)
+
+
 @pytest.mark.requires_dtype(float32)
 def test_layer_norm_names_bad_operands(device):
     x = Tensor.zeros([2, 3, 4], device)

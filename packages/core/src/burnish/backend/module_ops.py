@@ -61,10 +61,17 @@ class ModuleOps(ABC):
     def batch_norm(self, x: Primitive, weight: Primitive, bias: Primitive, epsilon: float,
                    dtype: DType) -> tuple[Primitive, Primitive, Primitive]:
         """Batch normalisation with the batch's statistics (training mode): ``x`` is ``[batch,
-        channels, *spatial]``, ``weight`` and ``bias`` ``[channels]``, all of ``dtype``.
-        Returns ``(y, mean, invstd)``: ``y = (x - mean) * invstd * weight + bias``, where
-        ``mean`` and ``invstd = 1 / sqrt(var + epsilon)`` (``var`` biased) are taken per channel
-        over every other dim and returned as ``[channels]``."""
+        channels, *spatial]`` of ``dtype``, ``weight`` and ``bias`` ``[channels]``.
+        Returns ``(y, mean, invstd)``: ``y = (x - mean) * invstd * weight + bias`` of ``dtype``,
+        where ``mean`` and ``invstd = 1 / sqrt(var + epsilon)`` (``var`` biased) are taken per
+        channel over every other dim and returned as ``[channels]``. For a float ``dtype`` of
+        32 bits or more, ``weight``, ``bias`` and the statistics are of ``dtype``; for a 16-bit
+        float ``dtype`` they are float32, the statistics and the normalisation are computed in
+        float32 and ``y`` rounded once (cuDNN's and PyTorch's rule)."""
+        if _is_16_bit(dtype):
+            y, mean, invstd = self.batch_norm(self.cast(x, dtype, float32), weight, bias,
+                                              epsilon, float32)
+            return self.cast(y, float32, dtype), mean, invstd
         channels, ndim = x.shape[1], len(x.shape)
         shape = (1, channels) + (1,) * (ndim - 2)
         dims = [0, *range(2, ndim)]
@@ -93,20 +100,40 @@ class ModuleOps(ABC):
         """Layer normalisation over the last dim: ``x`` is ``[..., d]``, ``weight`` and ``bias``
         ``[d]``, all of ``dtype``; ``y = (x - mean) * invstd * weight + bias`` with each row's
         ``mean`` and ``invstd = 1 / sqrt(var + epsilon)`` (``var`` biased). 16-bit floats
-        compute in float32 and round once at the end (as PyTorch's layer norm does). Decorators
-        that differentiate keep this composition (its gradient is that of the ops it calls)."""
-        if dtype.is_float and dtype.bits < 32:
+        compute in float32 and round once at the end (as PyTorch's layer norm does)."""
+        if _is_16_bit(dtype):
             x32, weight32, bias32 = (self.cast(v, dtype, float32) for v in (x, weight, bias))
             return self.cast(self.layer_norm(x32, weight32, bias32, epsilon, float32), float32,
                              dtype)
+        xhat, _ = _normalized_rows(self, x, epsilon, dtype)
+        shape = (1,) * (len(x.shape) - 1) + (x.shape[-1],)
+        return self.add(self.mul(xhat, self.reshape(weight, shape)), self.reshape(bias, shape))
+
+    def layer_norm_backward(self, x: Primitive, weight: Primitive, grad: Primitive,
+                            epsilon: float, dtype: DType
+                            ) -> tuple[Primitive, Primitive, Primitive]:
+        """The gradients ``(dx, dweight, dbias)`` of ``layer_norm``'s ``y`` contracted with
+        ``grad`` (all of ``dtype``; 16-bit floats computed in float32): with ``xhat`` the
+        normalised rows (their statistics taken again from ``x``) and ``d`` the last dim,
+        ``dbias`` and ``dweight`` are the sums of ``grad`` and ``grad * xhat`` over every row,
+        and with ``g = grad * weight``, ``dx = invstd * (g - mean(g) - xhat * mean(g *
+        xhat))``, the means over each row."""
+        if _is_16_bit(dtype):
+            x32, weight32, grad32 = (self.cast(v, dtype, float32) for v in (x, weight, grad))
+            dx, dweight, dbias = self.layer_norm_backward(x32, weight32, grad32, epsilon, float32)
+            return (self.cast(dx, float32, dtype), self.cast(dweight, float32, dtype),
+                    self.cast(dbias, float32, dtype))
         last = len(x.shape) - 1
-        shape = (1,) * last + (x.shape[last],)
-        mean = self.mean(x, last, dtype)
-        centered = self.sub(x, mean)
-        var = self.mean(self.mul(centered, centered), last, dtype)
-        invstd = self.rsqrt(self.add_scalar(var, epsilon, dtype), dtype)
-        return self.add(self.mul(self.mul(centered, invstd), self.reshape(weight, shape)),
-                        self.reshape(bias, shape))
+        d = x.shape[last]
+        xhat, invstd = _normalized_rows(self, x, epsilon, dtype)
+        rows = (_numel(x.shape) // max(d, 1), d)
+        dbias = self.sum(self.reshape(grad, rows), 0)
+        dweight = self.sum(self.reshape(self.mul(grad, xhat), rows), 0)
+        g = self.mul(grad, self.reshape(weight, (1,) * last + (d,)))
+        inner = self.sub(self.sub(g, self.mean(g, last, dtype)),
+                         self.mul(xhat, self.mean(self.mul(g, xhat), last, dtype)))
+        return (self.mul(inner, invstd), self.reshape(dweight, (d,)),
+                self.reshape(dbias, (d,)))
 
     def batch_norm_backward(self, x: Primitive, weight: Primitive, mean: Primitive,
                             invstd: Primitive, grad: Primitive, epsilon: float, dtype: DType
@@ -115,7 +142,15 @@ class ModuleOps(ABC):
         ``grad``, from the ``mean`` and ``invstd`` it returned (``epsilon`` is the one it was
         given): with ``xhat = (x - mean) * invstd`` and ``m`` the elements per channel,
         ``dbias = sum(grad)``, ``dweight = sum(grad * xhat)`` and ``dx = weight * invstd *
-        (grad - dbias / m - xhat * dweight / m)``."""
+        (grad - dbias / m - xhat * dweight / m)``. For a 16-bit float ``dtype`` (``x``,
+        ``grad`` and ``dx``), ``weight``, the statistics, ``dweight`` and ``dbias`` are float32,
+        as in ``batch_norm``, and the work is done in float32."""
+        if _is_16_bit(dtype):
+            dx, dweight, dbias = self.batch_norm_backward(
+                self.cast(x, dtype, float32), weight, mean, invstd,
+                self.cast(grad, dtype, float32), epsilon, float32)
+            return self.cast(dx, float32, dtype), dweight, dbias
+
         channels, ndim = x.shape[1], len(x.shape)
         shape = (1, channels) + (1,) * (ndim - 2)
         dims = [0, *range(2, ndim)]
@@ -218,6 +253,23 @@ class ModuleOps(ABC):
                 columns.append(self.reshape(window, (n, c, 1, oh * ow)))
         blocks = self.cat(columns, 2) if len(columns) > 1 else columns[0]
         return self.reshape(blocks, (n, c * kh * kw, oh * ow))
+
+def _normalized_rows(ops: ModuleOps, x: Primitive, epsilon: float, dtype: DType
+                     ) -> tuple[Primitive, Primitive]:
+    """``(xhat, invstd)``: ``xhat = (x - mean) * invstd`` over the last dim (``layer_norm``'s),
+    ``invstd`` with the last dim kept (of size 1), through ``ops``."""
+    last = len(x.shape) - 1
+    centered = ops.sub(x, ops.mean(x, last, dtype))
+    var = ops.mean(ops.mul(centered, centered), last, dtype)
+    invstd = ops.rsqrt(ops.add_scalar(var, epsilon, dtype), dtype)
+    return ops.mul(centered, invstd), invstd
+
+
+def _is_16_bit(dtype: DType) -> bool:
+    """Whether ``dtype`` is a float narrower than float32 (float16, bfloat16: the norms
+    compute in float32)."""
+    return dtype.is_float and dtype.bits < 32
+
 
 def _numel(shape: Dims) -> int:
     n = 1

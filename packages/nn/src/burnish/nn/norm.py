@@ -155,19 +155,13 @@ class BatchNorm(Module):
     momentum: float = 0.1
 
     def forward(self, x: Tensor) -> Tensor:
-        # Under autocast the statistics and the normalisation compute in float32, and the output
-        # has the input's dtype (as torch.autocast's batch_norm): between two convolutions the
-        # activations then stay 16-bit, in memory and for the next convolution.
-        full = _amp.full(x)
-        y = self._normalized(full)
-        return y if full is x else y.cast(x.dtype)
-
-    def _normalized(self, x: Tensor) -> Tensor:
         channels = x.shape[1]
         shape = [1, channels] + [1] * (x.ndim - 2)
         if is_autodiff(x):
             # One op (cuDNN's on cuda) and one for its gradient; the statistics it returns
-            # (detached) move the running ones.
+            # (detached) move the running ones. A 16-bit input (autocast's activations) goes in
+            # as it is: the op normalises in float32 with the float32 parameters and returns
+            # the input's dtype, and its gradient keeps the 16-bit input, not a float32 copy.
             y, mean, invstd = F.batch_norm(x, self.gamma.val(), self.beta.val(), self.epsilon,
                                            return_stats=True)
             count = x.numel() // channels
@@ -176,11 +170,15 @@ class BatchNorm(Module):
             self.running_var = self._moved(self.running_var, var * (count / max(count - 1, 1)))
             return y
         # Per channel first, so that the full-size work is one pass, ``x * scale + shift``
-        # (inference is bound by the passes over the activations).
+        # (inference is bound by the passes over the activations). Under autocast in float32,
+        # the output in the input's dtype (as torch.autocast's batch_norm).
+        full = _amp.full(x)
         scale = self.gamma.val() * (self.running_var.val() + self.epsilon).rsqrt()
         shift = self.beta.val() - self.running_mean.val() * scale
-        return x.mul_add(scale.reshape(shape), shift.reshape(shape))
+        y = full.mul_add(scale.reshape(shape), shift.reshape(shape))
+        return y if full is x else y.cast(x.dtype)
 
     def _moved(self, running: Param, batch: Tensor) -> Param:
-        value = running.val() * (1.0 - self.momentum) + batch * self.momentum
-        return running.with_tensor(value)
+        current = running.val()
+        value = current * (1.0 - self.momentum) + batch * self.momentum
+        return running.with_tensor(value.cast(current.dtype))
