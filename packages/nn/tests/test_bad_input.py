@@ -46,7 +46,11 @@ def test_cross_entropy_pad_tokens_outside_the_classes_are_left_out():
 def test_cross_entropy_targets_on_a_device_are_checked_in_debug_mode(monkeypatch, debug_off):
     monkeypatch.setattr(bn.backend("ndarray"), "values_on_host", False)
     scores, targets = Tensor.random([2, 3]), Tensor.from_data([0, 3])
-    CrossEntropyLoss()(scores, targets)  # unchecked: reading them would cost a device read
+    # Unchecked by the loss (reading them would cost a device read): the weighted form counts
+    # the target as no class, the plain mean's gather names the index.
+    CrossEntropyLoss(weights=[1.0, 1.0, 1.0])(scores, targets)
+    with pytest.raises(bn.ShapeError, match="gather: index 3 is out of bounds"):
+        CrossEntropyLoss()(scores, targets).to_data()
     bn.set_debug(True)
     with pytest.raises(bn.ShapeError, match="target 3 at index 1"):
         CrossEntropyLoss()(scores, targets)

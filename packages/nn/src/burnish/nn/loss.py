@@ -58,8 +58,10 @@ class CrossEntropyLoss(Module):
     A target outside ``[0, classes)`` that is not a pad token raises ``ShapeError`` naming it,
     its position and the range, as PyTorch raises: checked where the backend keeps values on the
     host (ndarray), and on GPU backends in debug mode (``BURNISH_DEBUG=1``), since reading the
-    targets there costs a synchronisation per step. Unchecked, such a target counts as a class
-    no score belongs to, and the loss is silently wrong.
+    targets there costs a synchronisation per step. Unchecked, the plain mean (no weights,
+    smoothing or pad tokens) gathers each target's score, and the gather's own check on the
+    device raises ``ShapeError`` at the next read; the other forms count such a target as a
+    class no score belongs to, and the loss is silently wrong.
     """
 
     logits: bool = True
@@ -79,11 +81,14 @@ class CrossEntropyLoss(Module):
                                     scores_shape=tuple(scores.shape)),
                   targets, key=(classes, pads, tuple(scores.shape)))
         log_probs = F.log_softmax(scores, 1) if self.logits else scores.log()
+        if self.weights is None and not self.smoothing and not self.pad_tokens and batch:
+            # The plain mean, each target's log-probability gathered: a training step's loss
+            # is on its hot path, and its gradient keeps the targets, not a [batch, classes]
+            # one-hot matrix (a language model's largest saved tensor beside the logits).
+            picked = log_probs.gather(1, targets.unsqueeze(1))
+            return picked.sum() * (-1.0 / batch)
         one_hot = (targets.unsqueeze(1) == _class_ids(classes, scores.device))
         one_hot = one_hot.cast(scores.dtype)
-        if self.weights is None and not self.smoothing and not self.pad_tokens and batch:
-            # The plain mean, in five ops: a training step's loss is on its hot path.
-            return (log_probs * one_hot).sum() * (-1.0 / batch)
         weights = None
         if self.weights is not None:
             if len(self.weights) != classes:
