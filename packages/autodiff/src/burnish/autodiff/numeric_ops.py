@@ -234,7 +234,10 @@ class AutodiffNumericOps(NumericOps):
         out = self._inner.clamp(x.inner, low, high, dtype)
         if x.node is None:
             return P(out)
-        return self._record(out, (x,), _clamp_backward, (x, low, high),
+        # The rule reads the output, not the input: low < x < high exactly where low < out <
+        # high, and the output is what the next op (a ReLU's convolution) keeps anyway, so a
+        # ReLU between two layers saves no tensor of its own.
+        return self._record(out, (x,), _clamp_backward, (OUT, low, high),
                             (self._inner.clamp, x, low, high, dtype))
 
     def matmul(self, lhs: P, rhs: P) -> P:
@@ -468,8 +471,9 @@ def _pair_backward(b, dtype, g, lhs, rhs, lhs_shape, rhs_shape, loses):
 
 
 def _clamp_backward(b, dtype, g, x, low, high):
-    # Strictly inside (low, high) the gradient passes; at the bounds, outside and at NaN it is
-    # zero, as in PyTorch 2.14 (earlier versions passed it at the bounds).
+    # ``x`` is the clamp's output (the same test as on its input). Strictly inside (low, high)
+    # the gradient passes; at the bounds, outside and at NaN it is zero, as in PyTorch 2.14
+    # (earlier versions passed it at the bounds).
     inside = None
     if low is not None:
         inside = b.greater(x, scalar(b, low, dtype, x))
