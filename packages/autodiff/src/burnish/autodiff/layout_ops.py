@@ -14,7 +14,7 @@ from burnish.autodiff.graph import AutodiffPrimitive, Node, output_node
 from burnish.autodiff.inner_math import scalar, scatter_zeros, unbroadcast, zeros
 from burnish.backend.base import Scalar
 from burnish.backend.layout_ops import LayoutOps, Ranges
-from burnish.dtype import DType
+from burnish.dtype import DType, int64
 
 P = AutodiffPrimitive
 
@@ -189,6 +189,16 @@ def _slice_assign_backward(b, dtype, g, ranges, value_shape, needs):
 
 
 def _gather_backward(b, dtype, g, shape, dim, indices):
+    if indices.shape[dim] == 1 and all(n == m for d, (n, m) in enumerate(zip(indices.shape, shape))
+                                       if d != dim):
+        # One index per line (a loss picking each target's score): the gradient is ``g`` where
+        # a position equals its line's index, an elementwise select that a fuser merges into
+        # the op that reads it, instead of zeros of the whole shape and a scatter into them.
+        # (The indices are int64: ``Tensor.gather`` casts them.)
+        positions = [1] * len(shape)
+        positions[dim] = shape[dim]
+        iota = b.reshape(b.arange(0, shape[dim], 1, int64, b._device_of(g)), tuple(positions))
+        return (b.where(b.equal(iota, indices), g, scalar(b, 0.0, dtype, g)),)
     return (scatter_zeros(b, g, indices, shape, dim, dtype),)
 
 
