@@ -20,7 +20,7 @@ from burnish.autodiff.pool import (
     avg_pool_backward,
     max_pool_backward,
 )
-from burnish.backend.module_ops import Dims, ModuleOps
+from burnish.backend.module_ops import Dims, ModuleOps, layer_norm_parts
 from burnish.dtype import DType
 
 P = AutodiffPrimitive
@@ -86,22 +86,25 @@ class AutodiffModuleOps(ModuleOps):
         return ModuleOps.linear(self, x, weight, bias)
 
     def layer_norm(self, x: P, weight: P, bias: P, epsilon: float, dtype: DType) -> P:
-        y = self._inner.layer_norm(x.inner, weight.inner, bias.inner, epsilon, dtype)
         needs = _tracked(x, weight, bias)
         if not any(needs):
-            return P(y)
-        # One node keeping the input and the weight (the composition's nodes kept two
-        # float32 copies of the activations); its rule takes the statistics again.
+            return P(self._inner.layer_norm(x.inner, weight.inner, bias.inner, epsilon, dtype))
+        # Tracked: the composition on the inner backend, one node keeping the input, the weight
+        # and each row's statistics (the composition's own nodes kept two float32 copies of
+        # the activations); its rule is the backend's layer_norm_backward.
+        y, mean, invstd = layer_norm_parts(self._inner, x.inner, weight.inner, bias.inner,
+                                           epsilon, dtype)
         return self._record(y, (x, weight, bias), _layer_norm_backward,
-                            (x, weight, epsilon, needs), dtype=dtype)
+                            (x, weight, P(mean), P(invstd), needs), dtype=dtype)
 
-    def layer_norm_backward(self, x: P, weight: P, grad: P, epsilon: float, dtype: DType
+    def layer_norm_backward(self, x: P, weight: P, mean: P, invstd: P, grad: P, dtype: DType
                             ) -> tuple[P, P, P]:
-        if all(v.node is None for v in (x, weight, grad)):
+        operands = (x, weight, mean, invstd, grad)
+        if all(v.node is None for v in operands):
             return tuple(P(g) for g in self._inner.layer_norm_backward(  # type: ignore[return-value]  # three
-                x.inner, weight.inner, grad.inner, epsilon, dtype))
+                *(v.inner for v in operands), dtype))
         # Tracked (a gradient of a gradient): the default's composition, differentiable.
-        return ModuleOps.layer_norm_backward(self, x, weight, grad, epsilon, dtype)
+        return ModuleOps.layer_norm_backward(self, *operands, dtype)
 
     def conv_weight_grad(self, x: P, grad: P, kernel: Dims, stride: Dims, padding: Dims,
                          dilation: Dims, groups: int) -> P:
@@ -190,8 +193,8 @@ def _embedding_backward(b, dtype, g, shape, indices):
     return (b.select_add(zeros(b, shape, dtype, g), 0, flat, rows),)
 
 
-def _layer_norm_backward(b, dtype, g, x, weight, epsilon, needs):
-    dx, dweight, dbias = b.layer_norm_backward(x, weight, g, epsilon, dtype)
+def _layer_norm_backward(b, dtype, g, x, weight, mean, invstd, needs):
+    dx, dweight, dbias = b.layer_norm_backward(x, weight, mean, invstd, g, dtype)
     return (dx if needs[0] else None, dweight if needs[1] else None,
             dbias if needs[2] else None)
 

@@ -101,31 +101,27 @@ class ModuleOps(ABC):
         ``[d]``, all of ``dtype``; ``y = (x - mean) * invstd * weight + bias`` with each row's
         ``mean`` and ``invstd = 1 / sqrt(var + epsilon)`` (``var`` biased). 16-bit floats
         compute in float32 and round once at the end (as PyTorch's layer norm does)."""
-        if _is_16_bit(dtype):
-            x32, weight32, bias32 = (self.cast(v, dtype, float32) for v in (x, weight, bias))
-            return self.cast(self.layer_norm(x32, weight32, bias32, epsilon, float32), float32,
-                             dtype)
-        xhat, _ = _normalized_rows(self, x, epsilon, dtype)
-        shape = (1,) * (len(x.shape) - 1) + (x.shape[-1],)
-        return self.add(self.mul(xhat, self.reshape(weight, shape)), self.reshape(bias, shape))
+        return layer_norm_parts(self, x, weight, bias, epsilon, dtype)[0]
 
-    def layer_norm_backward(self, x: Primitive, weight: Primitive, grad: Primitive,
-                            epsilon: float, dtype: DType
+    def layer_norm_backward(self, x: Primitive, weight: Primitive, mean: Primitive,
+                            invstd: Primitive, grad: Primitive, dtype: DType
                             ) -> tuple[Primitive, Primitive, Primitive]:
         """The gradients ``(dx, dweight, dbias)`` of ``layer_norm``'s ``y`` contracted with
-        ``grad`` (all of ``dtype``; 16-bit floats computed in float32): with ``xhat`` the
-        normalised rows (their statistics taken again from ``x``) and ``d`` the last dim,
-        ``dbias`` and ``dweight`` are the sums of ``grad`` and ``grad * xhat`` over every row,
-        and with ``g = grad * weight``, ``dx = invstd * (g - mean(g) - xhat * mean(g *
-        xhat))``, the means over each row."""
+        ``grad`` (``x``, ``weight``, ``grad`` and the results of ``dtype``), given each row's
+        ``mean`` and ``invstd`` (``[..., 1]``, float32 for 16-bit floats, whose work is done in
+        float32; ``layer_norm_parts`` gives them): with ``xhat = (x - mean) * invstd`` and
+        ``g = grad * weight``, ``dbias`` and ``dweight`` are the sums of ``grad`` and ``grad *
+        xhat`` over every row, and ``dx = invstd * (g - mean(g) - xhat * mean(g * xhat))``,
+        the means over each row."""
         if _is_16_bit(dtype):
             x32, weight32, grad32 = (self.cast(v, dtype, float32) for v in (x, weight, grad))
-            dx, dweight, dbias = self.layer_norm_backward(x32, weight32, grad32, epsilon, float32)
+            dx, dweight, dbias = self.layer_norm_backward(x32, weight32, mean, invstd, grad32,
+                                                          float32)
             return (self.cast(dx, float32, dtype), self.cast(dweight, float32, dtype),
                     self.cast(dbias, float32, dtype))
         last = len(x.shape) - 1
         d = x.shape[last]
-        xhat, invstd = _normalized_rows(self, x, epsilon, dtype)
+        xhat = self.mul(self.sub(x, mean), invstd)
         rows = (_numel(x.shape) // max(d, 1), d)
         dbias = self.sum(self.reshape(grad, rows), 0)
         dweight = self.sum(self.reshape(self.mul(grad, xhat), rows), 0)
@@ -254,15 +250,24 @@ class ModuleOps(ABC):
         blocks = self.cat(columns, 2) if len(columns) > 1 else columns[0]
         return self.reshape(blocks, (n, c * kh * kw, oh * ow))
 
-def _normalized_rows(ops: ModuleOps, x: Primitive, epsilon: float, dtype: DType
-                     ) -> tuple[Primitive, Primitive]:
-    """``(xhat, invstd)``: ``xhat = (x - mean) * invstd`` over the last dim (``layer_norm``'s),
-    ``invstd`` with the last dim kept (of size 1), through ``ops``."""
+def layer_norm_parts(ops: ModuleOps, x: Primitive, weight: Primitive, bias: Primitive,
+                     epsilon: float, dtype: DType) -> tuple[Primitive, Primitive, Primitive]:
+    """``layer_norm``'s composition through ``ops``, with the statistics it took: ``(y, mean,
+    invstd)``, the two ``[..., 1]`` (float32 for a 16-bit ``dtype``, whose work is done in
+    float32 and ``y`` rounded once), what ``layer_norm_backward`` takes."""
+    if _is_16_bit(dtype):
+        x32, weight32, bias32 = (ops.cast(v, dtype, float32) for v in (x, weight, bias))
+        y, mean, invstd = layer_norm_parts(ops, x32, weight32, bias32, epsilon, float32)
+        return ops.cast(y, float32, dtype), mean, invstd
     last = len(x.shape) - 1
-    centered = ops.sub(x, ops.mean(x, last, dtype))
+    mean = ops.mean(x, last, dtype)
+    centered = ops.sub(x, mean)
     var = ops.mean(ops.mul(centered, centered), last, dtype)
     invstd = ops.rsqrt(ops.add_scalar(var, epsilon, dtype), dtype)
-    return ops.mul(centered, invstd), invstd
+    shape = (1,) * last + (x.shape[last],)
+    y = ops.add(ops.mul(ops.mul(centered, invstd), ops.reshape(weight, shape)),
+                ops.reshape(bias, shape))
+    return y, mean, invstd
 
 
 def _is_16_bit(dtype: DType) -> bool:
