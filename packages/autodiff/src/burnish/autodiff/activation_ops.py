@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 
 from burnish.autodiff.graph import OUT, AutodiffPrimitive
-from burnish.autodiff.inner_math import one_minus
+from burnish.autodiff.inner_math import one_minus, scalar
 from burnish.backend.activation_ops import ActivationOps
-from burnish.dtype import DType
+from burnish.dtype import DType, bool_
 
 P = AutodiffPrimitive
 
@@ -41,6 +41,13 @@ class AutodiffActivationOps(ActivationOps):
 
     def gelu(self, x: P, dtype: DType) -> P:
         return self._activation(x, "gelu", _gelu_backward, (x,), dtype)
+
+    def hard_sigmoid(self, x: P, alpha: float, beta: float, dtype: DType) -> P:
+        return self._activation(x, "hard_sigmoid", _hard_sigmoid_backward, (OUT, alpha),
+                                alpha, beta, dtype)
+
+    def hard_swish(self, x: P, dtype: DType) -> P:
+        return self._activation(x, "hard_swish", _hard_swish_backward, (x,), dtype)
 
     def sigmoid(self, x: P, dtype: DType) -> P:
         return self._activation(x, "sigmoid", _sigmoid_backward, (OUT,), dtype)
@@ -79,6 +86,22 @@ def _gelu_backward(b, dtype, g, x):
                        dtype)
     pdf = b.mul_scalar(b.exp(b.mul_scalar(b.mul(x, x), -0.5, dtype)), _INV_SQRT_2PI, dtype)
     return (b.mul(g, b.add(cdf, b.mul(x, pdf))),)
+
+
+def _hard_sigmoid_backward(b, dtype, g, out, alpha):
+    # alpha where the clamp passes its input (0 < out < 1, PyTorch's convention at the ends),
+    # 0 elsewhere; the masks as factors, as relu_backward's.
+    inside = b.mul(b.cast(b.greater(out, scalar(b, 0.0, dtype, out)), bool_, dtype),
+                   b.cast(b.lower(out, scalar(b, 1.0, dtype, out)), bool_, dtype))
+    return (b.mul(g, b.mul_scalar(inside, alpha, dtype)),)
+
+
+def _hard_swish_backward(b, dtype, g, x):
+    # d/dx x * relu6(x + 3) / 6: 0 below -3, x / 3 + 1/2 on [-3, 3], 1 above (PyTorch's).
+    middle = b.add_scalar(b.mul_scalar(x, 1.0 / 3.0, dtype), 0.5, dtype)
+    slope = b.where(b.greater(x, scalar(b, 3.0, dtype, x)), scalar(b, 1.0, dtype, x), middle)
+    slope = b.where(b.lower(x, scalar(b, -3.0, dtype, x)), scalar(b, 0.0, dtype, x), slope)
+    return (b.mul(g, slope),)
 
 
 def _sigmoid_backward(b, dtype, g, out):

@@ -115,6 +115,9 @@ void burnish_patches_u8(const int64_t *g, const uint8_t *x, int64_t xsb, int64_t
                         0, lines, pad, cols + plane * taps * positions);
 }
 
+/* Multiply-adds from which a convolution's tasks are shared between the threads. */
+#define PARALLEL_MACS (1 << 18)
+
 #define CONV(NAME, ROWS_OF, T, I)                                                             \
 typedef void (*NAME##_gemm)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
                                                                                              \
@@ -133,7 +136,10 @@ int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64
         && g[12] == 0 && g[13] == 0 && g[14] == 0 && g[20] == 1                              \
         && (g[4] == 1 || g[19] == g[5]) && (g[3] == 1 || g[18] == g[4] * g[5])               \
         && xsc >= positions && !transposed;                                                  \
-    _Pragma("omp parallel reduction(+:failed)")                                             \
+    /* Small ones (a squeeze-excite block's on 1x1 inputs) on the calling thread: waking   \
+       the others costs more than their share, and far more when they wait for a core. */   \
+    int64_t macs = batch * groups * m * inner * positions;                                   \
+    _Pragma("omp parallel reduction(+:failed) if (tasks > 1 && macs >= PARALLEL_MACS)")     \
     {                                                                                        \
         T *cols = pointwise ? NULL : malloc(sizeof(T) * inner * lines_per_block * g[5]);    \
         failed += !pointwise && cols == NULL;                                                \

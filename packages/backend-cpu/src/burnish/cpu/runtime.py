@@ -307,9 +307,10 @@ class CpuRuntime(Runtime):
         return Gemm(self.compiler, self.threads)
 
     def program(self, commands: Sequence[tuple]) -> list[tuple[Any, tuple]]:
-        """``Runtime.program`` with each host call's arrays made once: a record's buffers stay
-        where they are, so its replays call the function on the same arrays (``replayer``
-        sets NumPy's error state and the BLAS guard once around them all)."""
+        """``Runtime.program`` with each host call's arrays made once and each launch's C
+        arguments converted once: a record's buffers stay where they are, so its replays call
+        the function on the same arrays and addresses (``replayer`` sets NumPy's error state
+        and the BLAS guard once around them all)."""
         program = super().program(commands)
         for i, (fn, args) in enumerate(program):
             if fn is _on_arrays:
@@ -317,6 +318,8 @@ class CpuRuntime(Runtime):
                 arrays = (*_arrays(layouts, handles), *extra)
                 binder = _BINDERS.get(host_fn)
                 program[i] = (binder(*arrays), ()) if binder else (host_fn, arrays)
+            elif getattr(fn, "__func__", None) is CpuRuntime.dispatch:
+                program[i] = (_bound_launch(*args), ())
         return program
 
     def replayer(self, commands: Sequence[tuple]) -> Any:
@@ -325,6 +328,7 @@ class CpuRuntime(Runtime):
         program = self.program(commands)
         copy = type(self).copy.__get__(self)
         guard = self.gemm.guard
+        count = len(program)
 
         def replay(copies: Sequence[tuple]) -> None:
             for src, dst, start, end, _ in copies:
@@ -332,6 +336,7 @@ class CpuRuntime(Runtime):
             with np.errstate(all="ignore"), guard:  # NaN and inf propagate, as in kernels
                 for fn, args in program:
                     fn(*args)
+            self.launches += count  # one launch or host call each, as when they ran eagerly
 
         return replay
 
@@ -347,6 +352,18 @@ class CpuRuntime(Runtime):
                   [t.buffer.handle for t in inputs], [t.buffer.handle for t in outputs],
                   key=(fn, layouts, extra))
         self.launches += 1
+
+
+def _bound_launch(compiled: Any, handles: Sequence[HostBuffer], info: np.ndarray,
+                  groups: tuple[int, int, int]) -> Callable[[], None]:
+    """``CpuRuntime.dispatch`` of a recorded launch as a call of no arguments: the addresses
+    and grid as ctypes values made once (converting ten Python ints per call costs about what
+    a small kernel's work does)."""
+    args = (*[_VOID_P(h.address) for h in handles], _VOID_P(info.ctypes.data),
+            *[_INT(g) for g in groups])
+    launch = functools.partial(compiled, *args)
+    launch.info = info  # type: ignore[attr-defined]  # C reads its memory: kept with the call
+    return launch
 
 
 def _arrays(layouts: tuple, handles: Sequence[HostBuffer]) -> list[np.ndarray]:

@@ -38,6 +38,24 @@ class NdArrayActivationOps(ActivationOps):
         return out.astype(x.dtype, copy=False).reshape(np.shape(x))
 
     @quiet
+    def hard_sigmoid(self, x: np.ndarray, alpha: float, beta: float, dtype: DType
+                     ) -> np.ndarray:
+        flat = np.ravel(x).astype(compute_dtype(x.dtype), copy=False)
+        out = flat * alpha
+        out += beta
+        np.clip(out, 0.0, 1.0, out=out)  # NaN stays NaN
+        return out.astype(x.dtype, copy=False).reshape(np.shape(x))
+
+    @quiet
+    def hard_swish(self, x: np.ndarray, dtype: DType) -> np.ndarray:
+        flat = np.ravel(x).astype(compute_dtype(x.dtype), copy=False)
+        out = flat + 3.0
+        np.clip(out, 0.0, 6.0, out=out)
+        out *= flat
+        out *= 1.0 / 6.0
+        return out.astype(x.dtype, copy=False).reshape(np.shape(x))
+
+    @quiet
     def sigmoid(self, x: np.ndarray, dtype: DType) -> np.ndarray:
         flat = np.ravel(x).astype(compute_dtype(x.dtype), copy=False)
         # 1 / (1 + exp(-x)): exp overflows to inf for very negative x and the result is then 0,
@@ -103,3 +121,4 @@ class NdArrayActivationOps(ActivationOps):
         out *= total
         np.subtract(grad, out, out=out, dtype=wide)
         return out.astype(grad.dtype, copy=False)
+

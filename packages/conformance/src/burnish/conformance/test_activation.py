@@ -1,4 +1,5 @@
-"""Activations: relu, gelu, sigmoid, log_sigmoid, silu, tanh, softmax and log_softmax, stable
+"""Activations: relu, gelu, sigmoid, log_sigmoid, silu, tanh, hard_sigmoid, hard_swish, softmax
+and log_softmax, stable
 at large magnitudes; softmax along any dim of any layout, long or empty, and on special rows."""
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ ELEMENTWISE = {
     "log_sigmoid": reference.log_sigmoid,
     "silu": lambda v: v * reference.sigmoid(v),
     "tanh": np.tanh,
+    "hard_sigmoid": lambda v: np.clip(v * 0.2 + 0.5, 0.0, 1.0),
+    "hard_swish": lambda v: v * np.clip(v + 3.0, 0.0, 6.0) / 6.0,
 }
 SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -100.0, 100.0, -1.0, 1.0])
 
@@ -45,6 +48,20 @@ def test_elementwise_special_values(device, name, dtype):
     assert_close(out, expected, dtype)
 
 
+@pytest.mark.parametrize("alpha_beta", [(1.0 / 6.0, 0.5), (-0.5, 0.25), (2.0, 0.0)],
+                         ids=["pytorch", "decreasing", "steep"])
+@pytest.mark.parametrize("dtype", FLOATS, ids=ids(FLOATS))
+def test_hard_sigmoid_slope_and_offset(device, dtype, alpha_beta):
+    # The slope and offset are the op's arguments (ONNX's HardSigmoid and the LSTM/GRU
+    # activations pass theirs), not constants of its kernel; a negative slope flips the ramp.
+    alpha, beta = alpha_beta
+    x = np.concatenate([sample((3, 5), dtype, -6, 6).ravel(), SPECIALS])
+    out = F.hard_sigmoid(Tensor.from_data(x, device, dtype), alpha, beta)
+    with np.errstate(all="ignore"):
+        expected = np.clip(x.astype(dtype.numpy).astype(np.float64) * alpha + beta, 0.0, 1.0)
+    assert_close(out, expected, dtype)
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=ids(FLOATS))
 def test_sigmoid_family_stable_at_large_magnitudes(device, dtype):
     x = np.array([-80.0, -30.0, 30.0, 80.0])
@@ -55,7 +72,8 @@ def test_sigmoid_family_stable_at_large_magnitudes(device, dtype):
 
 @pytest.mark.requires_dtype(float32)
 @pytest.mark.parametrize("dtype", INTS, ids=ids(INTS))
-@pytest.mark.parametrize("name", ["relu", "gelu", "sigmoid", "log_sigmoid"])
+@pytest.mark.parametrize("name", ["relu", "gelu", "sigmoid", "log_sigmoid", "hard_sigmoid",
+                                  "hard_swish"])
 def test_int_input_becomes_float32(device, name, dtype):
     x = sample((2, 5), dtype)
     out = getattr(F, name)(Tensor.from_numpy(x, device))

@@ -26,6 +26,9 @@ pytestmark = pytest.mark.requires_autodiff
 X = sample((3, 4), float64, -3.0, 3.0)
 #: Inputs of relu kept away from its kink at 0.
 X_AWAY = np.where(np.abs(X) < 0.1, X + 0.2, X)
+#: Every piece of hard_sigmoid (kinks at +-2.5 for its default slope, +-3 for PyTorch's) and
+#: hard_swish (kinks at +-3, decreasing on [-3, -1.5]), each input at least 0.2 from a kink.
+X_HARD = np.array([[-5.0, -3.4, -2.8, -2.2], [-1.1, -0.3, 0.4, 1.7], [2.3, 2.7, 3.3, 5.5]])
 
 ACTIVATIONS = {
     "relu": (F.relu, X_AWAY),
@@ -35,6 +38,10 @@ ACTIVATIONS = {
     "log_sigmoid_large": (F.log_sigmoid, X * 12.0),
     "silu": (F.silu, X),
     "tanh": (F.tanh, X),
+    "hard_sigmoid": (F.hard_sigmoid, X_HARD),
+    "hard_sigmoid_pytorch": (lambda x: F.hard_sigmoid(x, 1.0 / 6.0, 0.5), X_HARD),
+    "hard_sigmoid_decreasing": (lambda x: F.hard_sigmoid(x, -0.5, 0.1), X_HARD),
+    "hard_swish": (F.hard_swish, X_HARD),
     "softmax_last": (lambda x: F.softmax(x, -1), X),
     "softmax_first": (lambda x: F.softmax(x, 0), X),
     "log_softmax_last": (lambda x: F.log_softmax(x, -1), X),

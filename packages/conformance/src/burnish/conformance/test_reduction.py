@@ -12,8 +12,10 @@ from burnish.conformance.samples import ALL, FLOATS, INTS, LAYOUTS, NUMERIC, ids
 from burnish.errors import ShapeError
 from burnish.tensor_data import tolerance
 
-DIMS = [None, 0, 1, -1, (0, 2), (2, 0, 1)]
-DIM_IDS = ["all", "0", "1", "-1", "0_2", "2_0_1"]
+#: One dim, several apart, and adjacent runs (a global pool's (2, 3)), which core reduces as
+#: one merged dim.
+DIMS = [None, 0, 1, -1, (0, 2), (2, 0, 1), (1, 2), (-2, 0)]
+DIM_IDS = ["all", "0", "1", "-1", "0_2", "2_0_1", "1_2", "-2_0"]
 KEEPDIM = pytest.mark.parametrize("keepdim", [False, True], ids=["drop", "keep"])
 
 
@@ -46,12 +48,22 @@ def test_sum(device, dtype, dim, keepdim):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS[1:])
-@pytest.mark.parametrize("dim", [None, 0, 2], ids=["all", "0", "2"])
+@pytest.mark.parametrize("dim", [None, 0, 2, (1, 2)], ids=["all", "0", "2", "1_2"])
 @pytest.mark.parametrize("dtype", NUMERIC, ids=ids(NUMERIC))
 def test_sum_non_contiguous(device, dtype, dim, layout):
     a = sample((3, 4, 5), dtype, -3, 3)
     out = laid_out(a, device, dtype, layout).sum(dim)
     _check_sum_like(out, a, dtype, dim, False, np.sum)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", FLOATS, ids=ids(FLOATS))
+def test_mean_over_adjacent_dims_of_any_layout(device, dtype, layout):
+    # A global average pool: the middle run of a 4-d tensor, merged by a reshape that is a
+    # copy where the layout is not plain.
+    a = sample((2, 3, 4, 5), dtype, -3, 3)
+    out = laid_out(a, device, dtype, layout).mean((2, 1), keepdim=True)
+    _check_sum_like(out, a, dtype, (1, 2), True, np.mean)
 
 
 WRAPS = [(int8, [100, 100, 100], 44), (uint8, [200, 100], 44), (int16, [30000, 30000], -5536)]
@@ -242,6 +254,7 @@ def test_mean_of_empty_is_nan(device, dtype):
     x = Tensor.from_numpy(sample((0, 3), dtype), device)
     assert_equal(x.mean(), np.array(np.nan), dtype)
     assert_equal(x.mean(0), np.full(3, np.nan), dtype)
+    assert_equal(x.mean((0, 1)), np.array(np.nan), dtype)
 
 
 @pytest.mark.requires_dtype(bool_)

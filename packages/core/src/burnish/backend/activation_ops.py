@@ -29,6 +29,18 @@ class ActivationOps(ABC):  # noqa: B024 (only defaults, by design)
                                 dtype)
         return self.mul_scalar(self.mul(x, inner), 0.5, dtype)
 
+    def hard_sigmoid(self, x: Primitive, alpha: float, beta: float, dtype: DType) -> Primitive:
+        """``clamp(alpha * x + beta, 0, 1)`` (ONNX's HardSigmoid; PyTorch's is alpha 1/6,
+        beta 1/2). NaN stays NaN."""
+        return self.clamp(self.add_scalar(self.mul_scalar(x, alpha, dtype), beta, dtype), 0.0,
+                          1.0, dtype)
+
+    def hard_swish(self, x: Primitive, dtype: DType) -> Primitive:
+        """``x * clamp(x + 3, 0, 6) / 6`` (PyTorch's hardswish; ONNX's HardSwish up to
+        rounding). NaN stays NaN."""
+        relu6 = self.clamp(self.add_scalar(x, 3.0, dtype), 0.0, 6.0, dtype)
+        return self.mul_scalar(self.mul(x, relu6), 1.0 / 6.0, dtype)
+
     def sigmoid(self, x: Primitive, dtype: DType) -> Primitive:
         """``1 / (1 + exp(-x))``, without overflow for large ``|x|``."""
         return self.exp(self.log_sigmoid(x, dtype))

@@ -3,6 +3,8 @@ Burn's ``tensor::module`` and ``tensor::activation``)."""
 
 from burnish.functional.activation import (
     gelu,
+    hard_sigmoid,
+    hard_swish,
     log_sigmoid,
     log_softmax,
     relu,
@@ -55,7 +57,8 @@ __all__ = [
     "adam_step", "adaptive_max_pool", "adaptive_max_pool1d", "adaptive_max_pool2d",
     "adaptive_max_pool_with_indices", "avg_pool", "avg_pool1d", "avg_pool2d", "batch_norm",
     "conv", "conv1d", "conv2d", "conv3d", "conv_transpose", "conv_transpose1d", "conv_transpose2d",
-    "conv_transpose3d", "embedding", "gelu", "gru_cell", "gru_sequence", "interpolate",
+    "conv_transpose3d", "embedding", "gelu", "gru_cell", "gru_sequence", "hard_sigmoid",
+    "hard_swish", "interpolate",
     "layer_norm", "linear",
     "log_sigmoid", "log_softmax", "lstm_cell", "lstm_sequence",
     "max_pool", "max_pool1d", "max_pool1d_with_indices", "max_pool2d", "max_pool2d_with_indices",

@@ -39,6 +39,17 @@ def log_sigmoid(x: Tensor) -> Tensor:
     return _apply(x, "log_sigmoid")
 
 
+def hard_sigmoid(x: Tensor, alpha: float = 0.2, beta: float = 0.5) -> Tensor:
+    """``clamp(alpha * x + beta, 0, 1)`` (ONNX's and Burn's defaults; PyTorch's
+    ``hardsigmoid`` is ``alpha=1/6``)."""
+    return _apply(x, "hard_sigmoid", float(alpha), float(beta))
+
+
+def hard_swish(x: Tensor) -> Tensor:
+    """``x * clamp(x + 3, 0, 6) / 6``."""
+    return _apply(x, "hard_swish")
+
+
 def softmax(x: Tensor, dim: int) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``dim`` (in float32 under autocast)."""
     return _apply(_amp.full(x), "softmax", normalize_dim(dim, x.ndim))

@@ -45,6 +45,18 @@ class ReductionMixin:
         if nonempty and any(shape[d] == 0 for d in dims):
             raise ShapeError(f"{op} over an empty dim of shape {show(shape)} has no value")
         prim = x._prim
+        if op in _MERGED and _one_run(shape, dims):
+            # Adjacent dims (a global average pool's height and width) reduced as one: one
+            # op, each output's elements in one run, instead of one op per dim.
+            first, last = min(dims), max(dims)
+            size = 1
+            for d in dims:
+                size *= shape[d]
+            prim = backend.reshape(prim, (*shape[:first], size, *shape[last + 1:]))
+            prim = getattr(backend, op)(prim, first, *extra)
+            kept = tuple(1 if i in dims else n for i, n in enumerate(shape)
+                         if keepdim or i not in dims)
+            return _core.make(backend.reshape(prim, kept), x._device, out_dtype)
         for d in dims:
             prim = getattr(backend, op)(prim, d, *extra)
         if not keepdim:
@@ -68,7 +80,8 @@ class ReductionMixin:
         x = self if self._dtype.is_float else self.cast(DEFAULT_FLOAT)
         if _amp.entered:
             x = _amp.full(x)
-        if dim is None or isinstance(dim, int):
+        if dim is None or isinstance(dim, int) or \
+                _one_run(x._prim.shape, normalize_dims(dim, x.ndim)):
             return x._reduce("mean", dim, keepdim, kinds=(Kind.FLOAT,), extra=(x._dtype,))
         return x.sum(dim, keepdim) / _count(x, dim)
 
@@ -231,6 +244,17 @@ class ReductionMixin:
     def topk(self, k: int, dim: int = -1) -> Tensor:
         """The ``k`` largest values along ``dim``, largest first."""
         return self.topk_with_indices(k, dim)[0]
+
+
+#: Reductions whose result over several dims is their result over those dims merged into one.
+_MERGED = frozenset({"sum", "prod", "mean", "any", "all"})
+
+
+def _one_run(shape: tuple[int, ...], dims: tuple[int, ...]) -> bool:
+    """Whether ``dims`` (normalized, distinct) are two or more adjacent dims, none of them
+    empty: what ``_reduce`` merges into one dim (a reshape, a view of a plain tensor)."""
+    return (len(dims) > 1 and max(dims) - min(dims) == len(dims) - 1
+            and all(shape[d] for d in dims))
 
 
 def _count(x: Tensor, dims: Sequence[int]) -> int:

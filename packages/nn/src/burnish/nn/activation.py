@@ -125,13 +125,13 @@ class HardSigmoid(Module):
     beta: float = 0.5
 
     def forward(self, x: Tensor) -> Tensor:
-        return (x * self.alpha + self.beta).clamp(0.0, 1.0)
+        return F.hard_sigmoid(x, self.alpha, self.beta)
 
 class HardSwish(Module):
     """``x * relu6(x + 3) / 6``."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return x * (x + 3.0).clamp(0.0, 6.0) * (1.0 / 6.0)
+        return F.hard_swish(x)
 
 class Hardtanh(Module):
     min: float = -1.0

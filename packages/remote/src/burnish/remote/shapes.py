@@ -163,10 +163,10 @@ _SAME = ("abs", "ceil", "cos", "erf", "exp", "floor", "is_inf", "is_nan", "log",
          "round", "rsqrt", "recip", "sign", "sin", "sqrt", "tan", "tanh", "neg", "bitwise_not",
          "logical_not", "cast", "add_scalar", "sub_scalar", "mul_scalar", "div_scalar",
          "pow_scalar", "add_scalar_assign", "mul_scalar_assign", "clamp", "relu", "gelu",
-         "sigmoid", "log_sigmoid", "softmax", "log_softmax", "softmax_backward",
-         "log_softmax_backward", "relu_backward", "argsort", "sort", "cumsum", "cumprod", "flip",
-         "add_assign", "sub_assign", "mul_assign", "div_assign", "scatter_add", "select_add",
-         "slice_assign")
+         "hard_sigmoid", "hard_swish", "sigmoid", "log_sigmoid", "softmax", "log_softmax",
+         "softmax_backward", "log_softmax_backward", "relu_backward", "argsort", "sort", "cumsum",
+         "cumprod", "flip", "add_assign", "sub_assign", "mul_assign", "div_assign", "scatter_add",
+         "select_add", "slice_assign")
 _BINARY = ("add", "sub", "mul", "div", "pow", "remainder", "maximum", "minimum", "equal",
            "not_equal", "greater", "greater_equal", "lower", "lower_equal", "logical_and",
            "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor")

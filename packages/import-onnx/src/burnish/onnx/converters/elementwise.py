@@ -183,7 +183,14 @@ def convert_softplus(node: Node, out: Emitter) -> None:
 @converts("HardSigmoid")
 def convert_hard_sigmoid(node: Node, out: Emitter) -> None:
     alpha, beta = node.attr("alpha", 0.2), node.attr("beta", 0.5)
-    out.assign(f"({out.input(0)} * {alpha!r} + {beta!r}).clamp(min=0.0, max=1.0)")
+    out.assign(f"F.hard_sigmoid({out.input(0)}, {float(alpha)!r}, {float(beta)!r})")
+
+
+@converts("HardSwish")
+def convert_hard_swish(node: Node, out: Emitter) -> None:
+    # ONNX's x * HardSigmoid(x, 1/6, 1/2), written x * clamp(x + 3, 0, 6) / 6: one kernel
+    # instead of the function body's four launches.
+    out.assign(f"F.hard_swish({out.input(0)})")
 
 
 @converts("Shrink")

@@ -32,7 +32,7 @@ def activation(name: str, alpha: float | None = None, beta: float | None = None)
         return lambda x: (x * beta).tanh() * alpha
     if name == "hardsigmoid":
         a, b = (0.2 if alpha is None else alpha), (0.5 if beta is None else beta)
-        return lambda x: (x * a + b).clamp(min=0.0, max=1.0)
+        return lambda x: F.hard_sigmoid(x, a, b)
     if name == "elu":
         a = 1.0 if alpha is None else alpha
         return lambda x: bn.where(x >= 0, x, (x.exp() - 1) * a)

@@ -1,6 +1,7 @@
-"""Activations' gradients as single elementwise kernels, and softmax and log-softmax (and their
-gradients) as one row kernel each (``kernels.softmax``); the other activations use the
-protocol's defaults, which are elementwise ops already fused under ``burnish.fusion``."""
+"""Activations' gradients and the hard (piecewise linear) activations as single elementwise
+kernels, and softmax and log-softmax (and their gradients) as one row kernel each
+(``kernels.softmax``); the other activations use the protocol's defaults, which are elementwise
+ops already fused under ``burnish.fusion``."""
 
 from __future__ import annotations
 
@@ -16,9 +17,33 @@ def _relu_backward(v, s):
     return v[1] * ir.select(v[0] > 0, 1.0, 0.0, v[1].ty)
 
 
+def _clamp(x, low: float, high: float):
+    # The clamp op's selects: NaN compares false both ways and stays.
+    x = ir.select(x < low, low, x)
+    return ir.select(x > high, high, x)
+
+
+def _hard_sigmoid(v, s):
+    return _clamp(v[0] * s[0] + s[1], 0.0, 1.0)
+
+
+def _hard_swish(v, s):
+    # The default's order of operations: (x * relu6(x + 3)) * (1 / 6).
+    return v[0] * _clamp(v[0] + 3.0, 0.0, 6.0) * (1.0 / 6.0)
+
+
 class JitActivationOps(ActivationOps):
     def relu_backward(self, output: JitTensor, grad: JitTensor, dtype) -> JitTensor:
         return elementwise("relu_backward", _relu_backward, [output, grad], grad.dtype)
+
+    # One kernel each instead of the defaults' three or four (MobileNet's activations).
+
+    def hard_sigmoid(self, x: JitTensor, alpha: float, beta: float, dtype) -> JitTensor:
+        return elementwise("hard_sigmoid", _hard_sigmoid, [x], x.dtype,
+                           scalars=[(alpha, x.dtype), (beta, x.dtype)])
+
+    def hard_swish(self, x: JitTensor, dtype) -> JitTensor:
+        return elementwise("hard_swish", _hard_swish, [x], x.dtype)
 
     # Rows longer than ``rows.MAX_LENGTH`` take the protocol's composition (see there why).
 
