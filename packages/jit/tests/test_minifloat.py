@@ -1,0 +1,79 @@
+"""float8 and float4 on the jit backends: every code decoded, and float32 values around every
+rounding boundary encoded, bit for bit as ml_dtypes converts them (round to nearest even, each
+format's overflow and NaN rules); the sub-byte ints wrapped as NumPy with ml_dtypes casts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from burnish import Tensor
+from burnish.dtype import FLOAT8_DTYPES, SUB_BYTE_DTYPES, float4_e2m1fn
+
+SMALL_FLOATS = (*FLOAT8_DTYPES, float4_e2m1fn)
+SMALL_INTS = tuple(d for d in SUB_BYTE_DTYPES if d.is_int)
+
+
+def _listed(device, dtype) -> None:
+    if dtype not in device.backend.dtypes(device):
+        pytest.fail(f"{device.backend.name} does not list {dtype}")
+
+
+def _codes(dtype) -> np.ndarray:
+    count = 16 if dtype is float4_e2m1fn else 256
+    return np.arange(count, dtype=np.uint8).view(dtype.numpy)
+
+
+def _boundaries(dtype) -> np.ndarray:
+    """Every finite value of ``dtype``, the midpoints between neighbours and the float32 values
+    on either side of each, past the largest value, in the subnormals, and the specials."""
+    exact = np.unique(_codes(dtype).astype(np.float32))
+    exact = exact[np.isfinite(exact)]
+    mids = (exact[:-1].astype(np.float64) + exact[1:]) / 2
+    mids = np.concatenate([mids, exact[-1:] * 1.0625, exact[-1:] * 1.125, exact[-1:] * 4,
+                           exact[:1] / 2]).astype(np.float32)
+    near = np.concatenate([np.nextafter(mids, np.float32(np.inf)),
+                           np.nextafter(mids, np.float32(-np.inf))])
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e30, -1e30, 1e-30,
+                         -1e-30, 2.0**-127, 2.0**-149], np.float32)
+    rng = np.random.default_rng(0)
+    spread = (rng.standard_normal(2000) * np.exp2(rng.integers(-20, 20, 2000))).astype(np.float32)
+    values = np.concatenate([exact, mids, near, specials, spread]).astype(np.float32)
+    return np.concatenate([values, -values])
+
+
+@pytest.mark.parametrize("dtype", SMALL_FLOATS, ids=lambda d: d.name)
+def test_every_code_decodes_as_ml_dtypes_does(jit_device, dtype):
+    _listed(jit_device, dtype)
+    codes = _codes(dtype)
+    got = Tensor.from_numpy(codes, jit_device).cast("float32").to_numpy()
+    expected = codes.astype(np.float32)
+    assert np.array_equal(np.isnan(got), np.isnan(expected))
+    finite = ~np.isnan(expected)
+    assert np.array_equal(got[finite].view(np.uint32), expected[finite].view(np.uint32))
+
+
+@pytest.mark.parametrize("dtype", SMALL_FLOATS, ids=lambda d: d.name)
+def test_float32_rounds_as_ml_dtypes_does(jit_device, dtype):
+    _listed(jit_device, dtype)
+    values = _boundaries(dtype)
+    with np.errstate(all="ignore"):
+        expected = values.astype(dtype.numpy).view(np.uint8)
+    got = Tensor.from_numpy(values, jit_device).cast(dtype).to_numpy().view(np.uint8)
+    wrong = np.flatnonzero(got != expected)
+    assert not wrong.size, [(values[i], got[i], expected[i]) for i in wrong[:8]]
+
+
+@pytest.mark.parametrize("dtype", SMALL_INTS, ids=lambda d: d.name)
+def test_sub_byte_ints_wrap_as_numpy_casts(jit_device, dtype):
+    _listed(jit_device, dtype)
+    values = np.arange(-20, 21, dtype=np.int32)
+    got = Tensor.from_numpy(values, jit_device).cast(dtype).to_numpy()
+    assert got.dtype == dtype.numpy
+    assert np.array_equal(got.astype(np.int32), values.astype(dtype.numpy).astype(np.int32))
+    # Arithmetic stays in the dtype: it wraps at every store.
+    x = Tensor.from_numpy(values.astype(dtype.numpy), jit_device)
+    summed = (x + x).to_numpy()
+    assert np.array_equal(summed.astype(np.int32),
+                          (values.astype(dtype.numpy).astype(np.int32) * 2).astype(dtype.numpy)
+                          .astype(np.int32))
