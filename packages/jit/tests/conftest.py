@@ -10,6 +10,7 @@ import pytest
 
 INSTALL = {
     "cpu": "a C compiler (apt install gcc)",
+    "cuda": "an NVIDIA GPU and pip install 'burnish-backend-cuda[cuda12]'",
     "wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "
             "mesa-vulkan-drivers) and pip install burnish-backend-wgpu",
     "rocm": "an OpenCL driver (pip install 'burnish-backend-rocm[pocl]' for PoCL on the CPU)",
@@ -83,7 +84,7 @@ def wgpu_backend():
     return gpu_backend("wgpu")
 
 
-@pytest.fixture(params=["cpu", "rocm", "wgpu"], scope="session")
+@pytest.fixture(params=["cpu", "rocm", "wgpu", "cuda"], scope="session")
 def jit_device(request):
     """The default device of each backend built on burnish.jit, the cpu one included."""
     return gpu_backend(request.param).default_device()

@@ -83,7 +83,10 @@ def decode(code: ir.Expr, dtype: str) -> ir.Expr:
             float("inf"), _F32), nan), value)
     elif f.overflow == "nan" and not f.fnuz:
         value = ir.select(magnitude.eq(f.magnitude_mask), nan, value)
-    signed = ir.select((code >> (f.bits - 1)).eq(1), -value, value)
+    # The sign goes in as a bit: negating a NaN constant gives a positive NaN where a compiler
+    # folds it (NVRTC does), and ml_dtypes keeps the sign of NaN.
+    sign = (code >> (f.bits - 1)) << 31
+    signed = (value.bitcast(_U32) | sign).bitcast(_F32)
     if f.fnuz:
         return ir.select(code.eq(0x80), nan, signed)
     return signed
@@ -95,10 +98,12 @@ def encode(x: ir.Expr, dtype: str) -> ir.Expr:
     if dtype == "float8_e8m0fnu":
         # No mantissa, no sign, no zero: the nearest power of two, halfway cases rounding up as
         # ml_dtypes does (below float32's smallest normal, anything above 2**-127 gives
-        # 2**-126, as there); zero, negatives, infinity and NaN are NaN.
+        # 2**-126, as there); zero, negatives, infinity and NaN are NaN. Tested on the bits: a
+        # device that flushes subnormals (NVRTC's kernels did) would take 2**-127 for zero.
         code = ir.select(bits < 0x800000, ir.select(bits > 0x400000, _u(1), _u(0)),
                          (bits + 0x400000) >> 23)
-        return ir.select((x > 0.0).and_(code < 255), code, _u(255))
+        positive = bits.ne(0).and_(bits < 0x80000000)
+        return ir.select(positive.and_(code < 255), code, _u(255))
     f = FORMATS[dtype]
     shift = 23 - f.mantissa
     absolute = bits & 0x7FFFFFFF
