@@ -74,6 +74,9 @@ class Generator(ABC):
             return self.call("fmod", [a, b], a_ty)
         return f"({a} {op} {b})"
 
+    def unary(self, op: str, a: str, ty: str) -> str:
+        return f"({op}{a})"
+
     # -- the walk ---------------------------------------------------------------------------------
 
     def generate(self, kernel: ir.Kernel) -> str:
@@ -183,7 +186,7 @@ class Generator(ABC):
         if isinstance(e, ir.Binary):
             return self.binary(e.op, self.expr(e.a), self.expr(e.b), e.a.ty, e.b.ty)
         if isinstance(e, ir.Unary):
-            return f"({e.op}{self.expr(e.a)})"
+            return self.unary(e.op, self.expr(e.a), e.ty)
         if isinstance(e, ir.Call):
             return self.call(e.fn, [self.expr(a) for a in e.args], e.args[0].ty)
         if isinstance(e, ir.Cast):

@@ -79,6 +79,11 @@ class WgslGenerator(Generator):
         v = stmt.var.name
         return f"for (var {v}: i32 = {start}; {v} < {stop}; {v} += {step})"
 
+    def unary(self, op: str, a: str, ty: str) -> str:
+        if op == "-" and ty == "u32":  # WGSL negates signed types only; C's u32 wraps
+            return f"(0u - {a})"
+        return super().unary(op, a, ty)
+
     def binary(self, op: str, a: str, b: str, a_ty: str, b_ty: str) -> str:
         if op in ("<<", ">>"):
             # naga will not convert an i64 literal: spell constant shift amounts as u32.

@@ -1,6 +1,7 @@
-"""float8 and float4 on the jit backends: every code decoded, and float32 values around every
-rounding boundary encoded, bit for bit as ml_dtypes converts them (round to nearest even, each
-format's overflow and NaN rules); the sub-byte ints wrapped as NumPy with ml_dtypes casts."""
+"""The extended dtypes on the jit backends. float8 and float4: every code decoded, and float32
+values around every rounding boundary encoded, bit for bit as ml_dtypes converts them (round to
+nearest even, each format's overflow and NaN rules); the sub-byte ints wrapped as NumPy with
+ml_dtypes casts; uint32 through the kernels that pick a type per compute type."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from burnish import Tensor
-from burnish.dtype import FLOAT8_DTYPES, SUB_BYTE_DTYPES, float4_e2m1fn
+from burnish.dtype import FLOAT8_DTYPES, SUB_BYTE_DTYPES, float4_e2m1fn, uint32
 
 SMALL_FLOATS = (*FLOAT8_DTYPES, float4_e2m1fn)
 SMALL_INTS = tuple(d for d in SUB_BYTE_DTYPES if d.is_int)
@@ -89,3 +90,17 @@ def test_sub_byte_ints_wrap_as_numpy_casts(jit_device, dtype):
     x = Tensor.from_numpy(values.astype(dtype.numpy), jit_device)
     summed = (x + x).cast("int32").to_numpy()
     assert np.array_equal(summed, (wrapped * 2).astype(dtype.numpy).astype(np.int32))
+
+
+def test_uint32_reduces_sorts_and_negates_as_numpy(jit_device):
+    """uint32 computes in u32: the kernels with a table per compute type (reductions' starting
+    values and partials, sort keys, scans) and negation (WGSL has no unary minus on u32)."""
+    _listed(jit_device, uint32)
+    a = np.array([[3, 4_000_000_000, 0, 7], [2**32 - 1, 1, 5, 5]], np.uint32)
+    x = Tensor.from_numpy(a, jit_device)
+    assert np.array_equal(x.max(1).to_numpy().ravel(), a.max(1))
+    assert np.array_equal(x.min().to_numpy().ravel(), [a.min()])
+    assert np.array_equal(x.argmax(1).to_numpy().ravel(), a.argmax(1))
+    assert np.array_equal(x.sort(1).to_numpy(), np.sort(a, 1))
+    assert np.array_equal(x.cumsum(1).to_numpy(), np.cumsum(a, 1, dtype=np.uint32))
+    assert np.array_equal((-x).to_numpy(), (0 - a.astype(np.uint64)).astype(np.uint32))
