@@ -9,6 +9,8 @@ import os
 import pytest
 
 INSTALL = {
+    "cpu": "a C compiler (apt install gcc)",
+    "cuda": "an NVIDIA GPU and pip install 'burnish-backend-cuda[cuda12]'",
     "wgpu": "a Vulkan, Metal or DX12 driver (Linux without a GPU: apt install "
             "mesa-vulkan-drivers) and pip install burnish-backend-wgpu",
     "rocm": "an OpenCL driver (pip install 'burnish-backend-rocm[pocl]' for PoCL on the CPU)",
@@ -80,3 +82,9 @@ def jit_backend(request):
 def wgpu_backend():
     """The wgpu backend alone (for what only WGSL spells two ways)."""
     return gpu_backend("wgpu")
+
+
+@pytest.fixture(params=["cpu", "rocm", "wgpu", "cuda"], scope="session")
+def jit_device(request):
+    """The default device of each backend built on burnish.jit, the cpu one included."""
+    return gpu_backend(request.param).default_device()

@@ -156,6 +156,13 @@ WGSL_KERNELS = {
     "storage": lambda: storage_kernel(("float32", "bfloat16", "int32", "int16", "int8", "uint8",
                                        "bool")),
     "storage-f16-i64": lambda: storage_kernel(("float16", "int64", "float32")),
+    # The extended dtypes: float8/float4 conversions as helper functions, narrow and sub-byte
+    # ints wrapped, uint32 in u32 (uint64 with the int64 kernels' feature).
+    "storage-extended": lambda: storage_kernel(
+        ("float32", "uint16", "uint32", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+         "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4", "int2",
+         "uint2")),
+    "storage-u64": lambda: storage_kernel(("uint64", "int64", "float32", "float8_e5m2")),
     "reduce-f32": lambda: reduce_kernel("float32"),
     "reduce-i32": lambda: reduce_kernel("int32"),
     "ints-i32": lambda: int_kernel("int32"),

@@ -9,7 +9,7 @@ from burnish.cpu.module_ops import CpuModuleOps
 from burnish.cpu.quant_ops import CpuQuantOps
 from burnish.cpu.reduce_ops import CpuReduceOps
 from burnish.device import Device
-from burnish.dtype import STANDARD_DTYPES, DType
+from burnish.dtype import ALL_DTYPES, DType
 from burnish.errors import UnsupportedError
 from burnish.jit.backend.backend import JitBackend
 
@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 class CpuBackend(CpuModuleOps, CpuQuantOps, CpuReduceOps, JitBackend):
     """One device, the CPU, all its cores (``OMP_NUM_THREADS`` sets how many). Every burnish
-    dtype; float16 and bfloat16 are stored in 16 bits and computed in float32. Kernels are
+    dtype, the extended ones included; float16 and bfloat16 are stored in 16 bits, float8 and
+    float4 as their one-byte codes, and all of them computed in float32. Kernels are
     compiled by ``$CC`` (else ``cc``) and cached under ``$BURNISH_CACHE_DIR/cpu-kernels``;
     without a working C compiler the backend has no device and says why.
     """
@@ -37,7 +38,7 @@ class CpuBackend(CpuModuleOps, CpuQuantOps, CpuReduceOps, JitBackend):
         return [(Device(self, "cpu", 0), CpuRuntime(compiler))]
 
     def _device_dtypes(self, runtime: Runtime) -> tuple[DType, ...]:
-        return STANDARD_DTYPES
+        return ALL_DTYPES
 
     def describe_device(self, device: Device) -> str:
         """The processor, the compiler that builds its kernels and the int8 products' kernel

@@ -11,7 +11,7 @@ from burnish.cuda import runtime as cuda_runtime
 from burnish.cuda.gemm import allow_tf32, tf32_allowed
 from burnish.cuda.quant_ops import CudaQuantOps
 from burnish.device import Device
-from burnish.dtype import STANDARD_DTYPES, DType
+from burnish.dtype import ALL_DTYPES, DType
 from burnish.errors import UnsupportedError
 from burnish.jit.backend.backend import JitBackend
 from burnish.jit.kernels.elementwise import broadcast_shape
@@ -51,7 +51,7 @@ class CudaBackend(CudaQuantOps, JitBackend):
         return f"{super().describe_device(device)}; convolutions: {cudnn.summary()}"
 
     def _device_dtypes(self, runtime: Runtime) -> tuple[DType, ...]:
-        return STANDARD_DTYPES
+        return ALL_DTYPES
 
     def matmul(self, lhs: JitTensor, rhs: JitTensor) -> JitTensor:
         # burnish.jit's matmul hands the product to cuBLAS (CudaRuntime.library_matmul); an

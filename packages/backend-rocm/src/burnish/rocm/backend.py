@@ -7,7 +7,7 @@ import os
 from typing import TYPE_CHECKING
 
 from burnish.device import Device
-from burnish.dtype import STANDARD_DTYPES, DType, float64
+from burnish.dtype import ALL_DTYPES, DType, float64
 from burnish.errors import UnsupportedError
 from burnish.jit.backend.backend import JitBackend
 from burnish.rocm.runtime import OpenCLRuntime, opencl_devices
@@ -20,8 +20,9 @@ class RocmBackend(JitBackend):
     """Devices are the OpenCL devices, GPUs first (``BURNISH_ROCM_PLATFORM`` keeps only the
     platforms whose name contains it, e.g. ``AMD`` or ``Portable``).
 
-    dtypes: all of burnish's; float16 and bfloat16 are stored in 16 bits and computed in
-    float32; float64 needs the device's ``cl_khr_fp64``.
+    dtypes: all of burnish's, the extended ones included; float16 and bfloat16 are stored in
+    16 bits, float8 and float4 as their one-byte codes, and all of them computed in float32;
+    float64 needs the device's ``cl_khr_fp64``.
     """
 
     name = "rocm"
@@ -41,8 +42,8 @@ class RocmBackend(JitBackend):
     # JitBase passes each backend its own runtime: the narrower type is safe.
     def _device_dtypes(self, runtime: OpenCLRuntime) -> tuple[DType, ...]:  # type: ignore[override]
         if runtime.has_fp64:
-            return STANDARD_DTYPES
-        return tuple(d for d in STANDARD_DTYPES if d is not float64)
+            return ALL_DTYPES
+        return tuple(d for d in ALL_DTYPES if d is not float64)
 
     def _unsupported_reason(self, dtype: DType, runtime: OpenCLRuntime) -> str:  # type: ignore[override]
         if dtype is float64:

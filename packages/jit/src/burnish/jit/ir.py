@@ -3,9 +3,10 @@
 A kernel is a list of statements over its parameters (storage buffers of one dtype each, and an
 ``int`` array ``info`` holding shapes, strides and counts). Expressions carry a *compute type*:
 ``bool``, ``i32``, ``u32``, ``i64``, ``f32`` or ``f64``. Buffers carry a *storage dtype* (any
-burnish dtype); loading one gives its compute type (``f16``/``bf16`` compute in ``f32``; ``int8``,
-``int16`` and ``uint8`` in ``i32``) and storing converts back, so a kernel is written once for
-every dtype and each language stores what it can.
+burnish dtype); loading one gives its compute type (``f16``/``bf16``, float8 and float4 compute
+in ``f32``; ``int8``, ``int16``, ``uint8``, ``uint16`` and the 4- and 2-bit ints in ``i32``;
+``uint32`` in ``u32``; ``uint64`` in ``i64``, its bits) and storing converts back, so a kernel is
+written once for every dtype and each language stores what it can.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ COMPUTE_TYPES = ("bool", "i32", "u32", "i64", "f32", "f64")
 _COMPUTE_OF = {
     "float64": "f64", "float32": "f32", "float16": "f32", "bfloat16": "f32",
     "int64": "i64", "int32": "i32", "int16": "i32", "int8": "i32", "uint8": "i32", "bool": "bool",
+    "uint64": "i64", "uint32": "u32", "uint16": "i32", "int4": "i32", "uint4": "i32",
+    "int2": "i32", "uint2": "i32", "float8_e4m3fn": "f32", "float8_e4m3fnuz": "f32",
+    "float8_e5m2": "f32", "float8_e5m2fnuz": "f32", "float8_e8m0fnu": "f32",
+    "float4_e2m1fn": "f32",
 }
 
 

@@ -133,8 +133,8 @@ class JitBase(Backend):
         shape = tuple(values.shape)  # ascontiguousarray makes 0-d arrays 1-d
         values = np.ascontiguousarray(values)
         storage = runtime.generator.storage_numpy(data.dtype.name)
-        if data.dtype.name == "bfloat16" and storage == np.uint16:
-            host = values.view(np.uint16)
+        if _stored_as_bits(data.dtype, storage):
+            host = values.view(_bits(data.dtype)).astype(storage, copy=False)
         elif values.dtype != storage:
             host = values.astype(storage)
         else:
@@ -172,8 +172,8 @@ class JitBase(Backend):
     def _decode(self, raw: bytes, x: JitTensor, dtype: DType) -> TensorData:
         storage = x.runtime.generator.storage_numpy(x.dtype.name)
         values = np.frombuffer(raw, dtype=storage).reshape(x.shape)
-        if x.dtype.name == "bfloat16" and storage == np.uint16:
-            values = values.view(x.dtype.numpy)
+        if _stored_as_bits(x.dtype, storage):
+            values = values.astype(_bits(x.dtype)).view(x.dtype.numpy)
         elif x.dtype.is_bool:
             values = values != 0
         else:
@@ -303,6 +303,17 @@ def view_strides(shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[in
     if oi != len(old) or any(n != 1 for n in new[ni:]):
         return None
     return tuple(result)
+
+
+def _stored_as_bits(dtype: DType, storage: np.dtype) -> bool:
+    """Whether a device stores float ``dtype`` as its bits (``bfloat16`` in 16, float8 and
+    float4 codes in a byte or a word), not as a wider float of the same value."""
+    return dtype.is_float and storage.kind == "u"
+
+
+def _bits(dtype: DType) -> np.dtype:
+    """The unsigned int type of ``dtype``'s width in host memory."""
+    return np.dtype(f"u{dtype.itemsize}")
 
 
 def _fill(values: list, scalars: list) -> ir.Expr:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from abc import ABC, abstractmethod
 
 import numpy as np
 
-from burnish.jit import ir
+from burnish.jit import ir, minifloat
 
 
 class Generator(ABC):
@@ -73,6 +74,9 @@ class Generator(ABC):
             return self.call("fmod", [a, b], a_ty)
         return f"({a} {op} {b})"
 
+    def unary(self, op: str, a: str, ty: str) -> str:
+        return f"({op}{a})"
+
     # -- the walk ---------------------------------------------------------------------------------
 
     def generate(self, kernel: ir.Kernel) -> str:
@@ -88,6 +92,54 @@ class Generator(ABC):
 
     def helpers_source(self) -> str:
         return "\n".join(self._helpers.values())
+
+    # -- helpers written as IR: one definition, every language ----------------------------------
+
+    @abstractmethod
+    def function_source(self, name: str, params: list[ir.Var], result: str, body: str) -> str:
+        """A helper function ``name(params) -> result`` returning the expression ``body``."""
+
+    def fresh(self) -> Generator:
+        """A generator of the same language and settings with no kernel state: it renders the
+        body of a helper function."""
+        clone = copy.copy(self)
+        clone._helpers = {}
+        return clone
+
+    def function(self, name: str, params: list[ir.Var], body: ir.Expr) -> str:
+        """Register a helper function returning ``body`` (an expression over ``params``),
+        rendered in this language; returns ``name``."""
+        if name not in self._helpers:
+            inner = self.fresh()
+            text = inner.expr(body)
+            for key, source in inner._helpers.items():  # the helpers the body calls go first
+                self._helpers.setdefault(key, source)
+            self._helpers[name] = self.function_source(name, params, body.ty, text)
+        return name
+
+    def decode_float(self, code: str, dtype: str) -> str:
+        """The ``f32`` value of ``code`` (``u32``), a code of float8/float4 dtype ``dtype``."""
+        arg = ir.Var("code", "u32")
+        return f"{self.function(f'decode_{dtype}', [arg], minifloat.decode(arg, dtype))}({code})"
+
+    def encode_float(self, value: str, dtype: str) -> str:
+        """The code (``u32``) of float8/float4 dtype ``dtype`` nearest to ``value`` (``f32``)."""
+        arg = ir.Var("value", "f32")
+        return f"{self.function(f'encode_{dtype}', [arg], minifloat.encode(arg, dtype))}({value})"
+
+    def round_float(self, value: str, dtype: str) -> str:
+        """``value`` (``f32``) rounded to float8/float4 dtype ``dtype``, as ``f32``."""
+        return self.decode_float(self.encode_float(value, dtype), dtype)
+
+    def wrap_bits(self, value: str, dtype: str) -> str:
+        """``value`` (``i32``) wrapped to sub-byte int ``dtype`` (``int4``, ``uint2``...) as
+        NumPy with ml_dtypes casts: its low bits, sign-extended for the signed ones."""
+        bits = SUB_BYTE_INTS[dtype]
+        mask = f"({value} & {self.literal((1 << abs(bits)) - 1, 'i32')})"
+        if bits > 0:
+            return mask
+        half = self.literal(1 << (-bits - 1), "i32")
+        return f"(({mask} ^ {half}) - {half})"
 
     def _block(self, stmts: list, lines: list[str], depth: int) -> None:
         pad = "    " * depth
@@ -134,7 +186,7 @@ class Generator(ABC):
         if isinstance(e, ir.Binary):
             return self.binary(e.op, self.expr(e.a), self.expr(e.b), e.a.ty, e.b.ty)
         if isinstance(e, ir.Unary):
-            return f"({e.op}{self.expr(e.a)})"
+            return self.unary(e.op, self.expr(e.a), e.ty)
         if isinstance(e, ir.Call):
             return self.call(e.fn, [self.expr(a) for a in e.args], e.args[0].ty)
         if isinstance(e, ir.Cast):
@@ -153,6 +205,11 @@ class Generator(ABC):
         if isinstance(e, ir.Builtin):
             return self.builtin(e.which, e.axis)
         raise TypeError(f"kernel IR: unknown expression {e!r}")
+
+
+#: The ints narrower than a byte, stored one per byte (or word): their bits, negative for the
+#: signed ones.
+SUB_BYTE_INTS = {"int4": -4, "uint4": 4, "int2": -2, "uint2": 2}
 
 
 def float_literal(value: float) -> str | None:

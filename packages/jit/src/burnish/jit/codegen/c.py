@@ -1,7 +1,12 @@
 """The C-family generator: OpenCL C and CUDA C are two dialects of one renderer.
 
 Storage: every burnish dtype is stored natively (``bfloat16`` as its 16 bits in an unsigned
-short, ``bool`` as one byte); ``float16`` and ``bfloat16`` compute in ``float``.
+short, ``bool`` as one byte); ``float16`` and ``bfloat16`` compute in ``float``. The float8 and
+float4 formats are stored as their code in one byte and compute in ``float`` (decoded at every
+load, encoded at every store: ``burnish.jit.minifloat``); ``int4``/``uint4``/``int2``/``uint2``
+take one byte per value (as ml_dtypes holds them on the host) and compute in ``int``, wrapped to
+their bits at every store; ``uint16`` computes in ``int``, ``uint32`` in ``uint`` and ``uint64``
+in ``long`` (the same bits: values from 2**63 up compare and convert as negative ``long``).
 """
 
 from __future__ import annotations
@@ -11,7 +16,11 @@ from abc import abstractmethod
 import numpy as np
 
 from burnish.jit import ir
-from burnish.jit.codegen.base import Generator, float_literal
+from burnish.jit.codegen.base import SUB_BYTE_INTS, Generator, float_literal
+from burnish.jit.minifloat import DTYPES as SMALL_FLOATS
+
+#: The storage dtypes that load as ``int`` from a narrower C type.
+_NARROW_INTS = frozenset({"int16", "int8", "uint8", "uint16", *SUB_BYTE_INTS})
 
 
 class CGenerator(Generator):
@@ -21,10 +30,15 @@ class CGenerator(Generator):
              "f64": "double"}
     STORAGE = {"float64": "double", "float32": "float", "float16": "half", "bfloat16": "ushort",
                "int64": "long", "int32": "int", "int16": "short", "int8": "char",
-               "uint8": "uchar", "bool": "uchar"}
+               "uint8": "uchar", "bool": "uchar", "uint64": "ulong", "uint32": "uint",
+               "uint16": "ushort", "int4": "char", "uint4": "uchar", "int2": "char",
+               "uint2": "uchar", **dict.fromkeys(SMALL_FLOATS, "uchar")}
     STORAGE_NUMPY = {"float64": np.float64, "float32": np.float32, "float16": np.float16,
                      "bfloat16": np.uint16, "int64": np.int64, "int32": np.int32,
-                     "int16": np.int16, "int8": np.int8, "uint8": np.uint8, "bool": np.uint8}
+                     "int16": np.int16, "int8": np.int8, "uint8": np.uint8, "bool": np.uint8,
+                     "uint64": np.uint64, "uint32": np.uint32, "uint16": np.uint16,
+                     "int4": np.int8, "uint4": np.uint8, "int2": np.int8, "uint2": np.uint8,
+                     **dict.fromkeys(SMALL_FLOATS, np.uint8)}
     INT_SUFFIX = {"i32": "", "u32": "u", "i64": "L"}
 
     def storage_numpy(self, dtype: str) -> np.dtype:
@@ -68,8 +82,12 @@ class CGenerator(Generator):
             return self.bitcast(f"((uint){ref} << 16)", "u32", "f32")
         if buffer.dtype == "float16":
             return self.load_half(buffer.name, index)
-        if buffer.dtype in ("int16", "int8", "uint8"):
-            return f"((int){ref})"
+        if buffer.dtype in SMALL_FLOATS:
+            return self.decode_float(f"(({self.TYPES['u32']}){ref})", buffer.dtype)
+        if buffer.dtype in _NARROW_INTS:
+            return f"(({self.TYPES['i32']}){ref})"
+        if buffer.dtype == "uint64":
+            return f"(({self.TYPES['i64']}){ref})"
         return ref
 
     def store(self, buffer: ir.Buffer, index: str, value: str) -> str:
@@ -78,7 +96,11 @@ class CGenerator(Generator):
         if buffer.dtype == "bfloat16":
             rounded = self.bitcast(self.narrow(value, "bfloat16"), "f32", "u32")
             value = f"(ushort)({rounded} >> 16)"
-        elif buffer.dtype in ("bool", "int16", "int8", "uint8"):
+        elif buffer.dtype in SMALL_FLOATS:
+            value = f"({self.STORAGE[buffer.dtype]})({self.encode_float(value, buffer.dtype)})"
+        elif buffer.dtype in SUB_BYTE_INTS:
+            value = f"({self.STORAGE[buffer.dtype]})({self.wrap_bits(value, buffer.dtype)})"
+        elif buffer.dtype in ("bool", "uint64", *_NARROW_INTS):
             value = f"({self.STORAGE[buffer.dtype]})({value})"
         return f"{buffer.name}[{index}] = {value};"
 
@@ -88,8 +110,12 @@ class CGenerator(Generator):
         return f"(({self.type_name(dst)})({value}))"
 
     def narrow(self, value: str, dtype: str) -> str:
-        if dtype in ("int16", "int8", "uint8"):
-            return f"((int)({self.STORAGE[dtype]})({value}))"
+        if dtype in SUB_BYTE_INTS:
+            return self.wrap_bits(value, dtype)
+        if dtype in _NARROW_INTS:
+            return f"(({self.TYPES['i32']})({self.STORAGE[dtype]})({value}))"
+        if dtype in SMALL_FLOATS:
+            return self.round_float(value, dtype)
         if dtype == "bfloat16":
             return f"{self._round_bf16()}({value})"
         if dtype == "float16":
@@ -144,6 +170,11 @@ class CGenerator(Generator):
 }}""")
 
     FUNCTION_QUALIFIER = ""
+
+    def function_source(self, name: str, params: list[ir.Var], result: str, body: str) -> str:
+        args = ", ".join(f"{self.type_name(p.ty)} {p.name}" for p in params)
+        return (f"{self.FUNCTION_QUALIFIER}{self.type_name(result)} {name}({args}) {{\n"
+                f"    return {body};\n}}")
 
     @abstractmethod
     def load_half(self, name: str, index: str) -> str:
@@ -233,7 +264,10 @@ class CudaGenerator(CGenerator):
     TYPES = {**CGenerator.TYPES, "u32": "unsigned int", "i64": "long long"}
     STORAGE = {**CGenerator.STORAGE, "float16": "__half", "bfloat16": "unsigned short",
                "int64": "long long", "int8": "signed char", "uint8": "unsigned char",
-               "bool": "unsigned char"}
+               "bool": "unsigned char", "uint64": "unsigned long long",
+               "uint32": "unsigned int", "uint16": "unsigned short", "int4": "signed char",
+               "uint4": "unsigned char", "int2": "signed char", "uint2": "unsigned char",
+               **dict.fromkeys(SMALL_FLOATS, "unsigned char")}
     INT_SUFFIX = {"i32": "", "u32": "u", "i64": "LL"}
     FUNCTION_QUALIFIER = "__device__ "
 

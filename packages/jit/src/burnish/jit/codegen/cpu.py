@@ -12,7 +12,8 @@ lives across regions (or decides such a statement) becomes an array with one ele
 invocation; the others stay scalars, local to their loop.
 
 Storage is native except ``float16`` and ``bfloat16``, held as their 16 bits and computed in
-``float``; ``bool`` is one byte.
+``float``; ``bool`` is one byte; the float8, float4 and sub-byte int dtypes are stored as the
+C-family renderer stores them (one byte per value).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from burnish.jit import ir
 from burnish.jit.codegen.c import CGenerator
+from burnish.jit.minifloat import DTYPES as SMALL_FLOATS
 
 _HEADERS = """\
 #include <math.h>
@@ -80,7 +82,10 @@ class CpuGenerator(CGenerator):
              "f32": "float", "f64": "double"}
     STORAGE = {"float64": "double", "float32": "float", "float16": "uint16_t",
                "bfloat16": "uint16_t", "int64": "int64_t", "int32": "int32_t",
-               "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t"}
+               "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t",
+               "uint64": "uint64_t", "uint32": "uint32_t", "uint16": "uint16_t",
+               "int4": "int8_t", "uint4": "uint8_t", "int2": "int8_t", "uint2": "uint8_t",
+               **dict.fromkeys(SMALL_FLOATS, "uint8_t")}
     INT_SUFFIX = {"i32": "", "u32": "u", "i64": "LL"}
     FUNCTION_QUALIFIER = "static inline "
 
@@ -215,6 +220,13 @@ static inline uint16_t float_to_half(float x) {{
                     "(it must be the same for every invocation of a workgroup)")
             return ("lx", "ly", "lz")[axis]
         return {"group_id": "gx", "num_groups": "ngx"}[which][:-1] + "xyz"[axis]
+
+    def fresh(self) -> CpuGenerator:
+        clone = super().fresh()
+        assert isinstance(clone, CpuGenerator)
+        # A helper's parameters are plain scalars, whatever the kernel promotes.
+        clone._promoted, clone._uses, clone._context = set(), {}, None
+        return clone
 
     def signature(self, kernel: ir.Kernel) -> str:  # the entry point's: see render_kernel
         return ""

@@ -86,6 +86,10 @@ class JsGenerator(Generator):
     def type_name(self, ty: str) -> str:
         return ty
 
+    def function_source(self, name: str, params: list[ir.Var], result: str, body: str) -> str:
+        # Only the float8/float4 conversions are helpers, and their buffers are refused above.
+        raise TypeError(f"JavaScript: helper function {name} is not supported")
+
     def literal(self, value, ty: str) -> str:
         if ty == "bool":
             return "true" if value else "false"

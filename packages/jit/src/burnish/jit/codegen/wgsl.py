@@ -2,9 +2,13 @@
 
 Storage: WGSL has no 8/16-bit integers, no ``bool`` in buffers and no ``bfloat16``, so ``int8``,
 ``int16`` and ``uint8`` are stored in ``i32`` (wrapped at every store), ``bool`` in ``u32`` and
-``bfloat16`` in ``f32`` (rounded to bfloat16 at every store). ``float16`` needs the adapter's
-``shader-f16``, ``int64`` its ``shader-int64``. Math that WGSL lacks or leaves undefined
-(``erf``, ``log1p``, ``pow`` of negative bases, NaN tests) comes from helpers written here.
+``bfloat16`` in ``f32`` (rounded to bfloat16 at every store). The extended dtypes follow the
+same rules: ``uint16`` and the 4- and 2-bit ints in ``i32`` (wrapped at every store), ``uint32``
+in ``u32``, ``uint64`` as its bits in ``i64``, and the float8 and float4 formats in ``f32``,
+rounded to the format at every store (``burnish.jit.minifloat``). ``float16`` needs the
+adapter's ``shader-f16``, ``int64`` and ``uint64`` its ``shader-int64``. Math that WGSL lacks or
+leaves undefined (``erf``, ``log1p``, ``pow`` of negative bases, NaN tests) comes from helpers
+written here.
 """
 
 from __future__ import annotations
@@ -12,14 +16,22 @@ from __future__ import annotations
 import numpy as np
 
 from burnish.jit import ir
-from burnish.jit.codegen.base import Generator, float_literal
+from burnish.jit.codegen.base import SUB_BYTE_INTS, Generator, float_literal
+from burnish.jit.minifloat import DTYPES as SMALL_FLOATS
 
 _BINDING_TYPES = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "f32",
                   "int64": "i64", "int32": "i32", "int16": "i32", "int8": "i32", "uint8": "i32",
-                  "bool": "u32"}
+                  "bool": "u32", "uint64": "i64", "uint32": "u32", "uint16": "i32",
+                  **dict.fromkeys(SUB_BYTE_INTS, "i32"), **dict.fromkeys(SMALL_FLOATS, "f32")}
 _STORAGE_NUMPY = {"float64": np.float64, "float32": np.float32, "float16": np.float16,
                   "bfloat16": np.float32, "int64": np.int64, "int32": np.int32,
-                  "int16": np.int32, "int8": np.int32, "uint8": np.int32, "bool": np.uint32}
+                  "int16": np.int32, "int8": np.int32, "uint8": np.int32, "bool": np.uint32,
+                  "uint64": np.int64, "uint32": np.uint32, "uint16": np.int32,
+                  **dict.fromkeys(SUB_BYTE_INTS, np.int32),
+                  **dict.fromkeys(SMALL_FLOATS, np.float32)}
+#: The storage dtypes kept in a wider type of the same kind, narrowed at every store.
+_NARROWED = frozenset({"bfloat16", "int16", "int8", "uint8", "uint16", *SUB_BYTE_INTS,
+                       *SMALL_FLOATS})
 _FLOAT_COMPARISONS = {"<": ("lt_f32", "<"), "<=": ("le_f32", "<="), ">": ("gt_f32", ">"),
                       ">=": ("ge_f32", ">="), "==": ("eq_f32", "=="), "!=": ("ne_f32", "!=")}
 _SUFFIX = {"i32": "i", "u32": "u", "i64": "li", "f32": "f", "f64": "lf"}
@@ -67,6 +79,11 @@ class WgslGenerator(Generator):
         v = stmt.var.name
         return f"for (var {v}: i32 = {start}; {v} < {stop}; {v} += {step})"
 
+    def unary(self, op: str, a: str, ty: str) -> str:
+        if op == "-" and ty == "u32":  # WGSL negates signed types only; C's u32 wraps
+            return f"(0u - {a})"
+        return super().unary(op, a, ty)
+
     def binary(self, op: str, a: str, b: str, a_ty: str, b_ty: str) -> str:
         if op in ("<<", ">>"):
             # naga will not convert an i64 literal: spell constant shift amounts as u32.
@@ -110,7 +127,7 @@ class WgslGenerator(Generator):
             value = f"select(0u, 1u, {value})"
         elif buffer.dtype == "float16":
             value = f"f16({self.narrow(value, 'float16')})"
-        elif buffer.dtype in ("bfloat16", "int16", "int8", "uint8"):
+        elif buffer.dtype in _NARROWED:
             value = self.narrow(value, buffer.dtype)
         return f"{ref} = {value};"
 
@@ -132,6 +149,12 @@ class WgslGenerator(Generator):
             return f"(({value} << 16u) >> 16u)"
         if dtype == "uint8":
             return f"({value} & 255i)"
+        if dtype == "uint16":
+            return f"({value} & 65535i)"
+        if dtype in SUB_BYTE_INTS:
+            return self.wrap_bits(value, dtype)
+        if dtype in SMALL_FLOATS:
+            return self.round_float(value, dtype)
         if dtype == "bfloat16":
             return f"{self._round_bf16()}({value})"
         if dtype == "float16":
@@ -140,6 +163,10 @@ class WgslGenerator(Generator):
 
     def bitcast(self, value: str, src: str, dst: str) -> str:
         return f"bitcast<{dst}>({value})"
+
+    def function_source(self, name: str, params: list[ir.Var], result: str, body: str) -> str:
+        args = ", ".join(f"{p.name}: {p.ty}" for p in params)
+        return f"\nfn {name}({args}) -> {result} {{ return {body}; }}"
 
     def builtin(self, which: str, axis: int) -> str:
         var = {"local_id": "lid", "group_id": "wid", "num_groups": "nwg"}[which]

@@ -76,9 +76,10 @@ def scalar_words(value, dtype: DType) -> list[int]:
             return list(packed[1].unpack(packed[0].pack(value)))
         except (OverflowError, struct.error):
             pass
-    if ty in ("f64", "i64"):
-        arr = np.array([value], dtype=np.float64 if ty == "f64" else np.int64)
-        return arr.view(np.int32).tolist()
+    if ty == "f64":
+        return np.array([value], dtype=np.float64).view(np.int32).tolist()
+    if ty in ("i64", "u32"):  # the bits of int64, uint64 or uint32, wrapped as NumPy casts
+        return np.array([value]).astype(dtype.numpy).view(np.int32).tolist()
     if ty == "f32":
         return np.array([value], dtype=np.float32).view(np.int32).tolist()
     if ty == "bool":

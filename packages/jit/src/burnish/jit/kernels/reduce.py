@@ -55,7 +55,8 @@ _OPS = {
     "max_with_indices": "argmax", "min_with_indices": "argmin",
 }
 
-_TYPE_DTYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64"}
+_TYPE_DTYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64",
+               "u32": "uint32"}
 
 
 # -- layouts ------------------------------------------------------------------------------------
@@ -112,6 +113,8 @@ def nan_max(a: ir.Expr, b: ir.Expr, larger: bool) -> ir.Expr:
 def _extreme(ty: str, largest: bool) -> float | int:
     if ir.is_float(ty):
         return float("inf") if largest else float("-inf")
+    if ty == "u32":
+        return (1 << 32) - 1 if largest else 0
     bits = 64 if ty == "i64" else 32
     return (1 << (bits - 1)) - 1 if largest else -(1 << (bits - 1))
 

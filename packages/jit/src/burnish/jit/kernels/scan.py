@@ -21,7 +21,8 @@ TARGET_INVOCATIONS = 4096
 #: ... but no chunk is shorter than this.
 MIN_CHUNK = 256
 
-_TYPE_DTYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64"}
+_TYPE_DTYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64",
+               "u32": "uint32"}
 
 # info: [rows, length, input offset, input stride along dim, output stride along dim,
 #        chunk length, chunks, row shape (ndim), row input strides, row output strides]

@@ -28,7 +28,7 @@ MAX_BLOCK = 2 * WORKGROUP
 MIN_BLOCK = 64
 
 _KEY_DTYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64",
-              "bool": "int32"}
+              "u32": "uint32", "bool": "int32"}
 
 
 def before(a: ir.Expr, ia: ir.Expr, b: ir.Expr, ib: ir.Expr, n: ir.Expr,
