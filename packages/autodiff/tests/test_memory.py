@@ -84,3 +84,26 @@ def test_a_long_chain_backpropagates_and_frees(ad):
     np.testing.assert_allclose(x.grad(grads).to_numpy(), np.full((3, 4), 1.0001 ** 3000),
                                rtol=1e-4)
     del y  # thousands of nodes, freed one by one without recursion errors
+
+
+def test_a_rule_keeping_a_widened_cast_keeps_its_16_bit_source(ad):
+    # Autocast's float32 views of 16-bit activations: the product below keeps both of its
+    # float32 operands for backward; the graph keeps the bfloat16 tensor instead (half the
+    # bytes) and casts it again when the rule runs, with the same gradient.
+    gc.disable()
+    try:
+        values = np.linspace(-2, 2, 12).reshape(3, 4)
+        x = Tensor.from_data(values, device=ad, dtype="bfloat16").require_grad()
+        wide = x.cast("float32")
+        kept = weakref.ref(wide.primitive.inner)
+        y = (wide * wide).sum()
+        del wide
+        assert kept() is None, "the float32 copy must not be kept for backward"
+        grads = y.backward()
+        got = x.grad(grads)
+        assert got.dtype is x.dtype
+        expected = 2 * Tensor.from_data(values, device=ad, dtype="bfloat16").cast("float32")
+        np.testing.assert_array_equal(got.cast("float32").to_numpy(),
+                                      expected.cast("bfloat16").cast("float32").to_numpy())
+    finally:
+        gc.enable()

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from burnish.autodiff.checkpoint import STRATEGIES, state
-from burnish.autodiff.graph import OUT, AutodiffPrimitive, Node, Rule
+from burnish.autodiff.graph import OUT, AutodiffPrimitive, Node, Recast, Rule, kept
 from burnish.backend import Backend
 from burnish.backend.base import BackendBase, Scalar
 from burnish.backend.decorator import WrapsDevices
@@ -58,7 +58,7 @@ class AutodiffBase(WrapsDevices, BackendBase):
         else:
             recipe = None
             if saved:
-                saved = tuple([s.inner if type(s) is P else (out if s is OUT else s)
+                saved = tuple([kept(s) if type(s) is P else (out if s is OUT else s)
                                for s in saved])
         # dtype: given, or a tracked input's (one input at least is tracked).
         return P(out, Node(parents, rule, saved, recipe, dtype))  # type: ignore[arg-type]
@@ -130,8 +130,13 @@ class AutodiffBase(WrapsDevices, BackendBase):
         out = self._inner.cast(x.inner, from_dtype, to_dtype)
         if x.node is None or not to_dtype.is_float:
             return P(out)
-        return self._record(out, (x,), _cast_backward, (from_dtype,),
-                            (self._inner.cast, x, from_dtype, to_dtype), dtype=to_dtype)
+        result = self._record(out, (x,), _cast_backward, (from_dtype,),
+                              (self._inner.cast, x, from_dtype, to_dtype), dtype=to_dtype)
+        if from_dtype.is_float and from_dtype.bits < to_dtype.bits and x.widened is None:
+            # A rule that keeps this output keeps the narrow source instead, cast again in
+            # backward (autocast's float32 views of 16-bit activations: half the bytes).
+            result.widened = Recast(x.inner, from_dtype, to_dtype)
+        return result
 
 
 def _to_device_backward(b, dtype, g, source_dtype, source):

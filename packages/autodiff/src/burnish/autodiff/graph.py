@@ -94,15 +94,47 @@ class AutodiffPrimitive:
     """An autodiff backend's primitive: the inner backend's primitive and, when gradients flow
     through it, the node that made it. ``shape`` is the inner primitive's."""
 
-    __slots__ = ("inner", "node", "shape")
+    __slots__ = ("inner", "node", "shape", "widened")
 
     def __init__(self, inner: Any, node: Node | None = None):
         self.inner = inner
         self.node = node
         self.shape = inner.shape
+        #: For the output of a widening float cast (a 16-bit tensor cast to float32 under
+        #: autocast): the ``Recast`` that gives it again from its narrow source.
+        self.widened: Recast | None = None
 
     def __repr__(self) -> str:
         return f"AutodiffPrimitive({self.inner!r}, node={self.node!r})"
+
+
+class Recast:
+    """What a node keeps in ``saved`` for the output of a widening float cast: the narrow
+    source and the cast, which backward runs again, instead of the wide copy (a rule that
+    needs a float32 view of a 16-bit tensor keeps the 16-bit one: half the bytes)."""
+
+    __slots__ = ("source", "from_dtype", "to_dtype")
+
+    def __init__(self, source: Any, from_dtype: DType, to_dtype: DType):
+        self.source = source
+        self.from_dtype = from_dtype
+        self.to_dtype = to_dtype
+
+
+#: Whether a ``Recast`` was ever kept: until then, backward hands the saved values to the rules
+#: as they are (a program that never widens a tracked tensor pays nothing).
+recasts = False
+
+
+def kept(value: AutodiffPrimitive) -> Any:
+    """What a node keeps of the primitive ``value`` it saves: its inner primitive, or for a
+    widened cast's output the ``Recast`` that gives it again."""
+    global recasts
+    widened = value.widened
+    if widened is None:
+        return value.inner
+    recasts = True
+    return widened
 
 
 class _Out:
@@ -176,7 +208,8 @@ def backward(inner: Any, root: Node, seed: Any, recomputes: bool = False) -> dic
                     callback(node.leaf_id, grad)
             continue
         if grad is not None:
-            saved = [_value(s, node) for s in node.saved] if recomputes else node.saved
+            saved = [_value(inner, s, node) for s in node.saved] if recomputes or recasts \
+                else node.saved
             grads = node.rule(inner, node.dtype, grad, *saved)  # type: ignore[misc]  # not a leaf
             for parent, parent_grad in zip(node.parents, grads):
                 if parent is None or parent_grad is None:
@@ -229,12 +262,15 @@ def _freed_error() -> AutodiffError:
     )
 
 
-def _value(state: Any, node: Node) -> Any:
-    """A saved state as the value the rule needs (recomputing dropped outputs)."""
+def _value(inner: Any, state: Any, node: Node) -> Any:
+    """A saved state as the value the rule needs (recomputing dropped outputs and widened
+    casts)."""
     if state is OUT:
         return recompute(node)
     if type(state) is Node:
         return recompute(state)
+    if type(state) is Recast:
+        return inner.cast(state.source, state.from_dtype, state.to_dtype)
     return state
 
 

@@ -7,7 +7,7 @@ its gradient to it (``burnish.autodiff.graph.output_node``).
 
 from __future__ import annotations
 
-from burnish.autodiff.graph import AutodiffPrimitive, Node, output_node
+from burnish.autodiff.graph import AutodiffPrimitive, Node, kept, output_node
 from burnish.autodiff.inner_math import zeros
 from burnish.backend.recurrent_ops import RecurrentOps
 from burnish.dtype import DType
@@ -25,7 +25,7 @@ class AutodiffRecurrentOps(RecurrentOps):
         if input_gates.node is None and hidden_gates.node is None and cell.node is None:
             return P(hidden), P(new_cell)
         step = Node((input_gates.node, hidden_gates.node, cell.node), _lstm_cell_backward,
-                    (input_gates.inner, hidden_gates.inner, cell.inner), None, dtype)
+                    (kept(input_gates), kept(hidden_gates), kept(cell)), None, dtype)
         return P(hidden, output_node(step, 0)), P(new_cell, output_node(step, 1))
 
     def lstm_cell_backward(self, input_gates: P, hidden_gates: P, cell: P, grad_hidden: P,

@@ -136,8 +136,12 @@ def _check_sequence(op: str, input_gates: Tensor, hidden_weight: Tensor,
     state = states[0]
     if state.dtype.kind is not Kind.FLOAT:
         raise DTypeError(f"{op} needs float tensors, got a hidden state of {state.dtype}")
+    # Under autocast the steps cast as their products and cells do: a 16-bit input projection
+    # (a linear layer's there) goes in as it is.
+    mixed = _amp.active_dtype() is not None
     for name, x in named:
-        if x.dtype is not state.dtype:
+        if x.dtype is not state.dtype and not (mixed and x.dtype in _amp.LOW_DTYPES
+                                               and x is not state):
             raise DTypeError(f"{op}: {name} is {x.dtype} but the hidden state is {state.dtype}")
         _core.same_device(x, state, op)
     if state.ndim != 2:

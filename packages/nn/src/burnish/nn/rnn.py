@@ -58,9 +58,9 @@ def _projection(x: Tensor, gates: tuple[GateController, ...],
     if extra_bias is not None:
         bias = extra_bias if bias is None else bias + extra_bias
     # One copy of x, unless it is a time-major block viewed batch-first (a layer's output).
-    projected = x.swap_dims(0, 1).reshape([seq * batch, d_input]).matmul(weight)
-    if bias is not None:
-        projected = projected + bias
+    # As a linear layer: under autocast the bias is added in the product's 16-bit dtype, so
+    # that the sequence's gates (which every step's cell keeps for backward) stay 16-bit.
+    projected = F.linear(x.swap_dims(0, 1).reshape([seq * batch, d_input]), weight, bias)
     return projected.reshape([seq, batch, weight.shape[1]])
 
 
