@@ -122,3 +122,26 @@ def test_a_captured_training_step_replays_both_kernels(jit_backend):
         for got, want in zip(captured(q, k, v, mask), step(q, k, v, mask)):
             np.testing.assert_array_equal(got.to_numpy(), want.to_numpy())
     assert sum(s["replays"] for s in captured.stats()) >= 1, captured.stats()
+
+
+def test_results_of_split_heads_go_back_to_the_model_dim_without_a_copy(jit_backend):
+    # q, k and v as nn.MultiHeadAttention passes them (a [batch, seq, d_model] projection's
+    # heads, swapped): the output and the gradients are laid out the same way, so that
+    # swapping back and merging the heads is a view, not a copy.
+    batch, seq, heads, dim = 2, 40, 4, 16
+    rng = np.random.default_rng(9)
+    q, k, v = (jit_backend.permute(_put(jit_backend, rng.uniform(-1, 1, (
+        batch, seq, heads, dim)).astype(np.float32)), (0, 2, 1, 3)) for _ in range(3))
+    grad = _put(jit_backend, rng.uniform(-1, 1, (batch, heads, seq, dim)).astype(np.float32))
+    out, lse = jit_backend.attention(q, k, v, None, 0.25, True, float32)
+    grads = jit_backend.attention_backward(q, k, v, None, out, lse, grad, 0.25, True, float32)
+    expected = AttentionOps.attention(jit_backend, q, k, v, None, 0.25, True, float32)[0]
+    expected_grads = AttentionOps.attention_backward(jit_backend, q, k, v, None, expected,
+                                                     lse, grad, 0.25, True, float32)
+    for got, want in zip((out, *grads), (expected, *expected_grads)):
+        assert got.strides == q.strides, "laid out as [batch, seq, heads, dim]"
+        merged = jit_backend.reshape(jit_backend.permute(got, (0, 2, 1, 3)),
+                                     (batch, seq, heads * dim))
+        assert merged.buffer is got.buffer, "merging the heads back must be a view"
+        np.testing.assert_allclose(_get(jit_backend, got), _get(jit_backend, want), rtol=1e-4,
+                                   atol=1e-5)

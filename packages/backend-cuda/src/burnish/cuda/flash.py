@@ -31,6 +31,7 @@ import numpy as np
 from burnish.backend.attention_ops import masked_score
 from burnish.dtype import get_dtype
 from burnish.jit import ir
+from burnish.jit.kernels.attention import heads_last, result_tensor
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 #: The kernels' source; constants are defined in front of it per shape (``_source``).
@@ -96,29 +97,30 @@ def _mask_data(mask: JitTensor | None) -> list:
     return [] if mask is None else [mask.buffer]
 
 
-def _alloc(like: JitTensor, shape: tuple[int, ...], dtype: str) -> JitTensor:
-    runtime = like.runtime
-    itemsize = get_dtype(dtype).itemsize
-    buffer = runtime.pool.alloc(max(numel(shape), 1) * itemsize)
-    return JitTensor(buffer, shape, get_dtype(dtype), like.device, runtime)
-
-
-def _shape_key(q: JitTensor, v: JitTensor, scale: float, causal: bool, masked: bool) -> tuple:
+def _shape_key(q: JitTensor, v: JitTensor, scale: float, causal: bool, masked: bool,
+               layouts: tuple[bool, ...]) -> tuple:
+    """The kernels' compile-time settings; ``layouts``: which of the results (out; dq, dk,
+    dv) are laid out heads last (``burnish.jit.kernels.attention.heads_last``)."""
     dim, value_dim = q.shape[3], v.shape[3]
     wide = max(dim, value_dim) > 64
     # Wide heads take half tiles: workgroup memory stays under 48 KiB, registers under 255.
     return (q.dtype.name, dim, value_dim, WARPS, 32 if wide else 64, 32 if wide else 64,
-            float(scale), bool(causal), masked)
+            float(scale), bool(causal), masked, tuple(layouts))
 
 
 def _source(key: tuple) -> str:
-    dtype, dim, value_dim, warps, keys, queries, scale, causal, masked = key
+    dtype, dim, value_dim, warps, keys, queries, scale, causal, masked, layouts = key
+    last = dict(zip(("LAST_O", "LAST_Q", "LAST_K", "LAST_V"), (0, 0, 0, 0)))
+    if len(layouts) == 1:
+        last["LAST_O"] = int(layouts[0])
+    else:
+        last.update(zip(("LAST_Q", "LAST_K", "LAST_V"), map(int, layouts)))
     defines = {"T_BF16": int(dtype == "bfloat16"), "DK": dim, "DV": value_dim, "WARPS": warps,
                "BR": 16 * warps,
                "BC": keys, "BQ": queries, "CAUSAL": int(causal), "MASK": int(masked),
                "FILL": f"({masked_score(get_dtype(dtype))!r}f)",
                "SCALE_LOG2": f"({float(scale) * math.log2(math.e)!r}f)",
-               "FWD": "flash_fwd", "DQ": "flash_dq", "DKV": "flash_dkv"}
+               "FWD": "flash_fwd", "DQ": "flash_dq", "DKV": "flash_dkv", **last}
     return "".join(f"#define {name} {value}\n" for name, value in defines.items()) + SOURCE
 
 
@@ -135,9 +137,10 @@ def attention(q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor | None, 
     batch, heads, seq_q, _ = q.shape
     seq_k, value_dim = k.shape[2], v.shape[3]
     dtype = q.dtype.name
-    out = _alloc(q, (batch, heads, seq_q, value_dim), dtype)
-    lse = _alloc(q, (batch, heads, seq_q), "float32")
-    key = _shape_key(q, v, scale, causal, mask is not None)
+    last = heads_last(q)
+    out = result_tensor(q, (batch, heads, seq_q, value_dim), dtype, last)
+    lse = result_tensor(q, (batch, heads, seq_q), "float32")
+    key = _shape_key(q, v, scale, causal, mask is not None, (last,))
     tiles = -(-seq_q // (16 * key[3]))
     info = [batch, heads, seq_q, seq_k, tiles, *_operand(q), *_operand(k), *_operand(v),
             *_mask_operand(mask)]
@@ -158,11 +161,12 @@ def attention_backward(q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor
     seq_k, value_dim = k.shape[2], v.shape[3]
     dtype = q.dtype.name
     runtime = q.runtime
-    dq = _alloc(q, q.shape, dtype)
-    dk = _alloc(q, (batch, heads, seq_k, dim), dtype)
-    dv = _alloc(q, (batch, heads, seq_k, value_dim), dtype)
-    delta = _alloc(q, (batch, heads, seq_q), "float32")
-    key = _shape_key(q, v, scale, causal, mask is not None)
+    layouts = (heads_last(q), heads_last(k), heads_last(v))  # each gradient as its input
+    dq = result_tensor(q, q.shape, dtype, layouts[0])
+    dk = result_tensor(q, (batch, heads, seq_k, dim), dtype, layouts[1])
+    dv = result_tensor(q, (batch, heads, seq_k, value_dim), dtype, layouts[2])
+    delta = result_tensor(q, (batch, heads, seq_q), "float32")
+    key = _shape_key(q, v, scale, causal, mask is not None, layouts)
     strided = [*_operand(q), *_operand(k), *_operand(v), *_operand(grad)]
     rows = 16 * key[3]
     # dq, and each row's delta

@@ -5,7 +5,8 @@
 // and flash_dq, keys in flash_dkv), BC (keys per tile of flash_fwd and flash_dq), BQ (query
 // rows per tile of flash_dkv), CAUSAL (0 or 1),
 // MASK (1: a bool mask operand, true where a pair is forbidden), FILL (the score a forbidden
-// pair takes), SCALE_LOG2 (the softmax scale times log2(e)) and the kernel names FWD, DQ, DKV.
+// pair takes), SCALE_LOG2 (the softmax scale times log2(e)), the kernel names FWD, DQ, DKV,
+// and LAST_O, LAST_Q, LAST_K, LAST_V (1: that result laid out [b, seq, heads, dim]).
 //
 // Scores are kept in base 2 (times log2(e)); a forbidden pair scores FILL there, so its weight
 // is exactly zero beside any allowed key, and a row with no key left weighs every key evenly,
@@ -192,16 +193,25 @@ __device__ __forceinline__ void mma_pt(float (*acc)[4], float (*p)[4], const hal
 // (contiguous rows of N), those below `limit`.
 template <int N>
 __device__ __forceinline__ void store_rows(half_t* dst, float (*acc)[4], int row, int limit,
-                                           float f0, float f1, int t) {
+                                           float f0, float f1, int t, long long stride) {
 #pragma unroll
     for (int nt = 0; nt < N / 8; nt++) {
         int col = nt * 8 + 2 * t;
         if (row < limit)
-            *(uint*)(dst + (long long)row * N + col) = pack2(acc[nt][0] * f0, acc[nt][1] * f0);
+            *(uint*)(dst + (long long)row * stride + col) =
+                pack2(acc[nt][0] * f0, acc[nt][1] * f0);
         if (row + 8 < limit)
-            *(uint*)(dst + (long long)(row + 8) * N + col) =
+            *(uint*)(dst + (long long)(row + 8) * stride + col) =
                 pack2(acc[nt][2] * f1, acc[nt][3] * f1);
     }
+}
+
+// Where a result's rows of (b, h) start, and their stride: [b, heads, seq, N] in order, or,
+// `last`, laid out as [b, seq, heads, N] (the heads of a [b, seq, heads * N] projection, so
+// that going back to it needs no copy).
+__device__ __forceinline__ long long result_base(int b, int h, int heads, int seq, int n,
+                                                 int last) {
+    return last ? ((long long)b * seq * heads + h) * n : ((long long)b * heads + h) * seq * n;
 }
 
 __device__ __forceinline__ float quad_max(float x) {
@@ -359,7 +369,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) FWD(
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
     const long long pair = ((long long)b * info[1] + h) * sq;
-    store_rows<DV>(out + pair * DV, o, row0, sq, 1.f / l0, 1.f / l1, t);
+    store_rows<DV>(out + result_base(b, h, info[1], sq, DV, LAST_O), o, row0, sq, 1.f / l0,
+                   1.f / l1, t, LAST_O ? (long long)info[1] * DV : DV);
     if (t == 0) {
         if (row0 < sq) lse[pair + row0] = (m0 + log2f(l0)) * LN2;
         if (row1 < sq) lse[pair + row1] = (m1 + log2f(l1)) * LN2;
@@ -467,7 +478,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) DQ(
         __syncthreads();
     }
     const float scale = SCALE_LOG2 * LN2;
-    store_rows<DK>(dq + pair * DK, acc, row0, sq, scale, scale, t);
+    store_rows<DK>(dq + result_base(b, h, info[1], sq, DK, LAST_Q), acc, row0, sq, scale,
+                   scale, t, LAST_Q ? (long long)info[1] * DK : DK);
 }
 
 // dk [b, h, seq_k, DK] and dv [b, h, seq_k, DV] from q, k, v, grad (operands 0-3), delta and
@@ -581,6 +593,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) DKV(
         __syncthreads();
     }
     const float scale = SCALE_LOG2 * LN2;
-    store_rows<DK>(dk + pair * sk * DK, dka, key0, sk, scale, scale, t);
-    store_rows<DV>(dv + pair * sk * DV, dva, key0, sk, 1.f, 1.f, t);
+    store_rows<DK>(dk + result_base(b, h, info[1], sk, DK, LAST_K), dka, key0, sk, scale,
+                   scale, t, LAST_K ? (long long)info[1] * DK : DK);
+    store_rows<DV>(dv + result_base(b, h, info[1], sk, DV, LAST_V), dva, key0, sk, 1.f, 1.f,
+                   t, LAST_V ? (long long)info[1] * DV : DV);
 }

@@ -88,12 +88,37 @@ def _tile(dtype: DType, width: int, most: int = 64) -> int:
     return max(UNROLL, rows - rows % UNROLL)
 
 
-def _alloc(like: JitTensor, shape: tuple[int, ...], dtype: DType | str) -> JitTensor:
+def result_tensor(like: JitTensor, shape: tuple[int, ...], dtype: DType | str,
+                  heads_last: bool = False) -> JitTensor:
+    """A new tensor of ``shape``; ``heads_last``: a ``[batch, heads, seq, dim]`` one laid out
+    as ``[batch, seq, heads, dim]`` (see ``heads_last``)."""
     runtime = like.runtime
     name = dtype if isinstance(dtype, str) else dtype.name
     itemsize = runtime.generator.storage_numpy(name).itemsize
     buffer = runtime.pool.alloc(max(numel(shape), 1) * itemsize)
-    return JitTensor(buffer, shape, get_dtype(name), like.device, runtime)
+    strides = None
+    if heads_last:
+        batch, heads, seq, dim = shape
+        strides = (seq * heads * dim, dim, heads * dim, 1)
+    return JitTensor(buffer, shape, get_dtype(name), like.device, runtime, strides)
+
+
+def heads_last(x: JitTensor) -> bool:
+    """Whether ``[batch, heads, seq, dim]`` ``x`` lies in memory as ``[batch, seq, heads,
+    dim]``: the heads of a ``[batch, seq, d_model]`` projection, split and swapped as
+    ``nn.MultiHeadAttention`` does. A result written that way needs no copy to go back to
+    ``[batch, seq, d_model]`` (the output, forward; the inputs' gradients, backward)."""
+    batch, heads, seq, dim = x.shape
+    return heads > 1 and seq > 1 and x.strides == (seq * heads * dim, dim, heads * dim, 1)
+
+
+def _row_at(batch: ir.Expr, heads: ir.Expr, head: ir.Expr, seq: ir.Expr, row: ir.Expr,
+            last: bool) -> ir.Expr:
+    """The index of row ``(batch, head, row)`` of a result, in rows of its last dim:
+    ``[batch, heads, seq]`` order, or ``[batch, seq, heads]`` when ``last``."""
+    if last:
+        return (batch * seq + row) * heads + head
+    return (batch * heads + head) * seq + row
 
 
 def attention(q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor | None, scale: float,
@@ -101,8 +126,9 @@ def attention(q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor | None, 
     """The output ``[batch, heads, seq_q, value_dim]`` and lse ``[batch, heads, seq_q]``."""
     batch, heads, seq_q, dim = q.shape
     seq_k, value_dim = k.shape[2], v.shape[3]
-    out = _alloc(q, (batch, heads, seq_q, value_dim), q.dtype)
-    lse = _alloc(q, (batch, heads, seq_q), _stats_dtype(q.dtype))
+    last = heads_last(q)
+    out = result_tensor(q, (batch, heads, seq_q, value_dim), q.dtype, last)
+    lse = result_tensor(q, (batch, heads, seq_q), _stats_dtype(q.dtype))
     tiles = -(-seq_q // ROWS)
     info = [batch, heads, seq_q, seq_k, tiles]
     for x in (q, k, v):
@@ -110,10 +136,11 @@ def attention(q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor | None, 
     info += _operand(mask, (batch, heads, seq_q, seq_k))
     tile_keys = _tile(q.dtype, dim + value_dim)
     key = ("attention", q.dtype.name, dim, value_dim, scale, causal, mask is not None,
-           tile_keys)
+           tile_keys, last)
 
     def build() -> ir.Kernel:
-        return _forward(q.dtype, dim, value_dim, scale, causal, mask is not None, tile_keys)
+        return _forward(q.dtype, dim, value_dim, scale, causal, mask is not None, tile_keys,
+                        last)
 
     buffers = [out.buffer, lse.buffer, q.buffer, k.buffer, v.buffer]
     buffers += [mask.buffer] if mask is not None else []
@@ -128,10 +155,11 @@ def attention_backward(q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor
     """``(dq, dk, dv)``; ``out`` and ``lse`` are what ``attention`` returned."""
     batch, heads, seq_q, dim = q.shape
     seq_k, value_dim = k.shape[2], v.shape[3]
-    dq = _alloc(q, q.shape, q.dtype)
-    dk = _alloc(q, k.shape, q.dtype)
-    dv = _alloc(q, v.shape, q.dtype)
-    delta = _alloc(q, (batch, heads, seq_q), _stats_dtype(q.dtype))
+    layouts = (heads_last(q), heads_last(k), heads_last(v))  # each gradient as its input
+    dq = result_tensor(q, q.shape, q.dtype, layouts[0])
+    dk = result_tensor(q, k.shape, q.dtype, layouts[1])
+    dv = result_tensor(q, v.shape, q.dtype, layouts[2])
+    delta = result_tensor(q, (batch, heads, seq_q), _stats_dtype(q.dtype))
     operands = []
     for x in (q, k, v, grad, out):
         operands += _operand(x, x.shape)
@@ -142,10 +170,12 @@ def attention_backward(q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor
     # dq, and each row's delta
     tiles = -(-seq_q // ROWS)
     tile_keys = _tile(q.dtype, dim + value_dim)
-    key = ("attention_dq", q.dtype.name, dim, value_dim, scale, causal, has_mask, tile_keys)
+    key = ("attention_dq", q.dtype.name, dim, value_dim, scale, causal, has_mask, tile_keys,
+           layouts[0])
 
     def build_dq() -> ir.Kernel:
-        return _backward_dq(q.dtype, dim, value_dim, scale, causal, has_mask, tile_keys)
+        return _backward_dq(q.dtype, dim, value_dim, scale, causal, has_mask, tile_keys,
+                            layouts[0])
 
     inputs = [q.buffer, k.buffer, v.buffer, grad.buffer, out.buffer, lse.buffer]
     inputs += [mask.buffer] if has_mask else []
@@ -155,10 +185,12 @@ def attention_backward(q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor
     # dk and dv
     tiles = -(-seq_k // ROWS)
     tile_rows = _tile(q.dtype, dim + value_dim + 2)
-    key = ("attention_dkv", q.dtype.name, dim, value_dim, scale, causal, has_mask, tile_rows)
+    key = ("attention_dkv", q.dtype.name, dim, value_dim, scale, causal, has_mask, tile_rows,
+           layouts[1:])
 
     def build_dkv() -> ir.Kernel:
-        return _backward_dkv(q.dtype, dim, value_dim, scale, causal, has_mask, tile_rows)
+        return _backward_dkv(q.dtype, dim, value_dim, scale, causal, has_mask, tile_rows,
+                             layouts[1:])
 
     inputs[4] = delta.buffer  # out is not needed any more: delta stands in its place
     info = np.asarray([batch, heads, seq_q, seq_k, tiles, *operands], np.int32)
@@ -252,7 +284,7 @@ def _dot(vector: list, tile: ir.Shared, base: ir.Expr, n: int) -> ir.Expr:
 
 
 def _forward(dtype: DType, dim: int, value_dim: int, scale: float, causal: bool,
-             has_mask: bool, tile_keys: int) -> ir.Kernel:
+             has_mask: bool, tile_keys: int, last: bool = False) -> ir.Kernel:
     ty = ir.compute_type(dtype)
     fill = masked_score(dtype)
     k = KernelBuilder("attention", (ROWS, 1, 1))
@@ -305,14 +337,15 @@ def _forward(dtype: DType, dim: int, value_dim: int, scale: float, causal: bool,
                     k.assign(a, a + vb[vo.at(j, d)])
     with k.if_(r0 + t < seq_q):
         at = k.let(((batch * heads + head) * seq_q + row), "at")
+        at_out = k.let(_row_at(batch, heads, head, seq_q, row, last), "at_out")
         for d, a in enumerate(acc):
-            k.store(out, at * value_dim + d, a / total)
+            k.store(out, at_out * value_dim + d, a / total)
         k.store(lse, at, (top + ir.call("log", total)).cast(_stats_dtype(dtype)))
     return k.build()
 
 
 def _backward_dq(dtype: DType, dim: int, value_dim: int, scale: float, causal: bool,
-                 has_mask: bool, tile_keys: int) -> ir.Kernel:
+                 has_mask: bool, tile_keys: int, last: bool = False) -> ir.Kernel:
     ty = ir.compute_type(dtype)
     stats = _stats_dtype(dtype)
     k = KernelBuilder("attention_dq", (ROWS, 1, 1))
@@ -350,14 +383,16 @@ def _backward_dq(dtype: DType, dim: int, value_dim: int, scale: float, causal: b
                         k.assign(a, a + ds * keys[j * dim + d])
     with k.if_(r0 + t < seq_q):
         at = k.let(((batch * heads + head) * seq_q + row), "at")
+        at_dq = k.let(_row_at(batch, heads, head, seq_q, row, last), "at_dq")
         for d, a in enumerate(acc):
-            k.store(dq, at * dim + d, a * scale)
+            k.store(dq, at_dq * dim + d, a * scale)
         k.store(delta_out, at, delta.cast(stats))
     return k.build()
 
 
 def _backward_dkv(dtype: DType, dim: int, value_dim: int, scale: float, causal: bool,
-                  has_mask: bool, tile_rows: int) -> ir.Kernel:
+                  has_mask: bool, tile_rows: int,
+                  last: tuple[bool, bool] = (False, False)) -> ir.Kernel:
     ty = ir.compute_type(dtype)
     fill = masked_score(dtype)
     stats = _stats_dtype(dtype)
@@ -413,9 +448,10 @@ def _backward_dkv(dtype: DType, dim: int, value_dim: int, scale: float, causal: 
                                 k.assign(a, a + uniform * grads[i * value_dim + d])
         k.barrier()
     with k.if_(c0 + t < seq_k):
-        at = k.let(((batch * heads + head) * seq_k + col), "at")
+        at_k = k.let(_row_at(batch, heads, head, seq_k, col, last[0]), "at_k")
+        at_v = k.let(_row_at(batch, heads, head, seq_k, col, last[1]), "at_v")
         for d, a in enumerate(dk_acc):
-            k.store(dk, at * dim + d, a * scale)
+            k.store(dk, at_k * dim + d, a * scale)
         for d, a in enumerate(dv_acc):
-            k.store(dv, at * value_dim + d, a)
+            k.store(dv, at_v * value_dim + d, a)
     return k.build()
