@@ -7,17 +7,12 @@ activation instead, and differentiated by its closed form.
 
 from __future__ import annotations
 
-import math
-
 from burnish.autodiff.graph import OUT, AutodiffPrimitive
 from burnish.autodiff.inner_math import one_minus, scalar
 from burnish.backend.activation_ops import ActivationOps
 from burnish.dtype import DType, bool_
 
 P = AutodiffPrimitive
-
-_INV_SQRT2 = 1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 class AutodiffActivationOps(ActivationOps):
@@ -41,6 +36,12 @@ class AutodiffActivationOps(ActivationOps):
 
     def gelu(self, x: P, dtype: DType) -> P:
         return self._activation(x, "gelu", _gelu_backward, (x,), dtype)
+
+    def gelu_backward(self, x: P, grad: P, dtype: DType) -> P:
+        if x.node is None and grad.node is None:
+            return P(self._inner.gelu_backward(x.inner, grad.inner, dtype))
+        # Tracked (a gradient of a gradient): the default's composition, differentiable.
+        return ActivationOps.gelu_backward(self, x, grad, dtype)
 
     def hard_sigmoid(self, x: P, alpha: float, beta: float, dtype: DType) -> P:
         return self._activation(x, "hard_sigmoid", _hard_sigmoid_backward, (OUT, alpha),
@@ -81,11 +82,7 @@ def _relu_backward(b, dtype, g, out):
 
 
 def _gelu_backward(b, dtype, g, x):
-    # d/dx x * Phi(x) = Phi(x) + x * phi(x)
-    cdf = b.mul_scalar(b.add_scalar(b.erf(b.mul_scalar(x, _INV_SQRT2, dtype)), 1.0, dtype), 0.5,
-                       dtype)
-    pdf = b.mul_scalar(b.exp(b.mul_scalar(b.mul(x, x), -0.5, dtype)), _INV_SQRT_2PI, dtype)
-    return (b.mul(g, b.add(cdf, b.mul(x, pdf))),)
+    return (b.gelu_backward(x, g, dtype),)  # one op: one kernel on the jit backends
 
 
 def _hard_sigmoid_backward(b, dtype, g, out, alpha):

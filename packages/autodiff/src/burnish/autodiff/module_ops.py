@@ -4,23 +4,24 @@ The rules live beside the concept they differentiate: ``conv.py`` (conv, conv_tr
 unfold), ``pool.py`` (the pools) and ``interpolate.py``; this module records the nodes. Every op
 forwards to the inner backend's own kernel. Max pools without indices ask the inner backend for
 the indices when the input is tracked, since the gradient goes to the max of each window.
-Linear maps run the inner backend's op when nothing is tracked, else the protocol's
-composition (its nodes give the gradient); layer and batch normalisation are one node each,
-whose rule is the backend's backward op.
+Linear maps run the inner backend's op, one node whose rule is the composition's (a product's
+and a broadcast addition's); layer and batch normalisation are one node each, whose rule is the
+backend's backward op.
 """
 
 from __future__ import annotations
 
 from burnish.autodiff.conv import conv_backward, conv_transpose_backward, unfold_backward
 from burnish.autodiff.graph import AutodiffPrimitive
-from burnish.autodiff.inner_math import zeros
+from burnish.autodiff.inner_math import unbroadcast, zeros
 from burnish.autodiff.interpolate import interpolate_backward
+from burnish.autodiff.numeric_ops import _matmul_backward
 from burnish.autodiff.pool import (
     adaptive_avg_pool_backward,
     avg_pool_backward,
     max_pool_backward,
 )
-from burnish.backend.module_ops import Dims, ModuleOps, layer_norm_parts
+from burnish.backend.module_ops import Dims, ModuleOps
 from burnish.dtype import DType
 
 P = AutodiffPrimitive
@@ -80,22 +81,35 @@ class AutodiffModuleOps(ModuleOps):
                                              dtype)
 
     def linear(self, x: P, weight: P, bias: P) -> P:
-        if not any(_tracked(x, weight, bias)):
-            return P(self._inner.linear(x.inner, weight.inner, bias.inner))
-        # Tracked: the default's composition (a product and an addition), differentiable.
-        return ModuleOps.linear(self, x, weight, bias)
+        needs = _tracked(x, weight, bias)
+        out = self._inner.linear(x.inner, weight.inner, bias.inner)
+        if not any(needs):
+            return P(out)
+        # Tracked: the inner backend's op (on cpu, the bias inside the product's call), one
+        # node whose rule is the composition's (a product's and a broadcast addition's).
+        saved = (weight if needs[0] else None, x if needs[1] else None,
+                 tuple(x.shape) if needs[0] else None,
+                 tuple(weight.shape) if needs[1] else None, needs[2])
+        return self._record(out, (x, weight, bias), _linear_backward, saved)
 
     def layer_norm(self, x: P, weight: P, bias: P, epsilon: float, dtype: DType) -> P:
+        if not any(_tracked(x, weight, bias)):
+            return P(self._inner.layer_norm(x.inner, weight.inner, bias.inner, epsilon, dtype))
+        return self.layer_norm_with_statistics(x, weight, bias, epsilon, dtype)[0]
+
+    def layer_norm_with_statistics(self, x: P, weight: P, bias: P, epsilon: float,
+                                   dtype: DType) -> tuple[P, P, P]:
+        y, mean, invstd = self._inner.layer_norm_with_statistics(
+            x.inner, weight.inner, bias.inner, epsilon, dtype)
         needs = _tracked(x, weight, bias)
         if not any(needs):
-            return P(self._inner.layer_norm(x.inner, weight.inner, bias.inner, epsilon, dtype))
-        # Tracked: the composition on the inner backend, one node keeping the input, the weight
-        # and each row's statistics (the composition's own nodes kept two float32 copies of
-        # the activations); its rule is the backend's layer_norm_backward.
-        y, mean, invstd = layer_norm_parts(self._inner, x.inner, weight.inner, bias.inner,
-                                           epsilon, dtype)
-        return self._record(y, (x, weight, bias), _layer_norm_backward,
-                            (x, weight, P(mean), P(invstd), needs), dtype=dtype)
+            return P(y), P(mean), P(invstd)
+        # Tracked: one node keeping the input, the weight and each row's statistics (the
+        # composition's own nodes kept two float32 copies of the activations); its rule is
+        # the backend's layer_norm_backward. The statistics are not differentiated through.
+        return (self._record(y, (x, weight, bias), _layer_norm_backward,
+                             (x, weight, P(mean), P(invstd), needs), dtype=dtype),
+                P(mean), P(invstd))
 
     def layer_norm_backward(self, x: P, weight: P, mean: P, invstd: P, grad: P, dtype: DType
                             ) -> tuple[P, P, P]:
@@ -191,6 +205,15 @@ def _embedding_backward(b, dtype, g, shape, indices):
     rows = b.reshape(g, (count, shape[1]))
     flat = b.reshape(indices, (count,))
     return (b.select_add(zeros(b, shape, dtype, g), 0, flat, rows),)
+
+
+def _linear_backward(b, dtype, g, weight, x, x_shape, weight_shape, bias_needed):
+    dx, dweight = _matmul_backward(b, dtype, g, weight, x, x_shape, weight_shape)
+    dbias = None
+    if bias_needed:
+        d = g.shape[-1]
+        dbias = b.reshape(unbroadcast(b, g, (1,) * (len(g.shape) - 1) + (d,)), (d,))
+    return dx, dweight, dbias
 
 
 def _layer_norm_backward(b, dtype, g, x, weight, mean, invstd, needs):

@@ -39,35 +39,42 @@ static void NAME##_weights(NAME##_gemm gemm, const T *q, int64_t ldq, const T *k
          (I)tk);                                                                             \
     for (int64_t i = 0; i < n; i++) {                                                        \
         T *row = s + i * tk;                                                                 \
-        int64_t limit = causal ? r0 + i + 1 : tk;                                            \
-        for (int64_t j = limit; j < tk; j++) row[j] = fill;                                  \
+        /* Keys from limit on are forbidden by the causal flag: their weights are 0, and the \
+           loops below stop there (half of a causal block's exps). */                        \
+        int64_t limit = causal && r0 + i + 1 < tk ? r0 + i + 1 : tk;                         \
         if (mask) {                                                                          \
             const uint8_t *m = mask + (r0 + i) * ms[2];                                      \
-            for (int64_t j = 0; j < tk; j++) if (m[j * ms[3]]) row[j] = fill;                \
+            for (int64_t j = 0; j < limit; j++) if (m[j * ms[3]]) row[j] = fill;             \
         }                                                                                    \
         T top = row[0];                                                                      \
         _Pragma("omp simd reduction(max:top)")                                              \
-        for (int64_t j = 1; j < tk; j++) top = row[j] > top ? row[j] : top;                  \
+        for (int64_t j = 1; j < limit; j++) top = row[j] > top ? row[j] : top;               \
+        if (top == fill && limit < tk) {                                                     \
+            /* No key left: every key weighs the same, the causal ones too (the rule). */    \
+            for (int64_t j = limit; j < tk; j++) row[j] = fill;                              \
+            limit = tk;                                                                      \
+        }                                                                                    \
         T total = 0;                                                                         \
         /* At or below LOW, exp is far under the dtype's epsilon of the row's largest term   \
            (1) and is taken as 0: libm's and libmvec's exp take a slow path for results that \
            underflow, which every forbidden score's would (most of the time of a causal      \
            block went there). Clamped in a loop of its own: with the clamp in the exp's loop \
            the compiler evaluated exp on the unclamped values. NaN passes through. */         \
-        for (int64_t j = 0; j < tk; j++) {                                                   \
+        for (int64_t j = 0; j < limit; j++) {                                                \
             T x = row[j] - top;                                                              \
             row[j] = x < (T)LOW ? (T)LOW : x;                                                \
         }                                                                                    \
         /* A vector loop (libmvec's exp, where the compiler has it), its sum in lanes. */    \
         _Pragma("omp simd reduction(+:total)")                                              \
-        for (int64_t j = 0; j < tk; j++) {                                                   \
+        for (int64_t j = 0; j < limit; j++) {                                                \
             T e = EXP(row[j]);                                                               \
             e = row[j] == (T)LOW ? (T)0 : e;                                                 \
             row[j] = e;                                                                      \
             total += e;                                                                      \
         }                                                                                    \
         T inverse = (T)1 / total;                                                            \
-        for (int64_t j = 0; j < tk; j++) row[j] *= inverse;                                  \
+        for (int64_t j = 0; j < limit; j++) row[j] *= inverse;                               \
+        for (int64_t j = limit; j < tk; j++) row[j] = 0;                                     \
         if (lse) lse[r0 + i] = top + LOG(total);                                             \
     }                                                                                        \
 }                                                                                            \
@@ -135,14 +142,15 @@ int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t 
                      (T)0, dp, (I)tk);                                                       \
                 for (int64_t i = 0; i < n; i++) {                                            \
                     T *w = p + i * tk, *d = dp + i * tk, dot = 0;                            \
+                    int64_t limit = causal && r0 + i + 1 < tk ? r0 + i + 1 : tk;             \
                     _Pragma("omp simd reduction(+:dot)")                                    \
-                    for (int64_t j = 0; j < tk; j++) dot += w[j] * d[j];                     \
-                    int64_t limit = causal ? r0 + i + 1 : tk;                                \
+                    for (int64_t j = 0; j < limit; j++) dot += w[j] * d[j];                  \
                     const uint8_t *m = mp ? mp + (r0 + i) * ms[2] : NULL;                    \
-                    for (int64_t j = 0; j < tk; j++) {                                       \
-                        int forbidden = j >= limit || (m && m[j * ms[3]]);                   \
+                    for (int64_t j = 0; j < limit; j++) {                                    \
+                        int forbidden = m && m[j * ms[3]];                                   \
                         d[j] = forbidden ? (T)0 : w[j] * (d[j] - dot) * (T)scale;            \
                     }                                                                        \
+                    for (int64_t j = limit; j < tk; j++) d[j] = 0;                           \
                 }                                                                            \
                 gemm(101, 111, 111, (I)n, (I)dk, (I)tk, (T)1, dp, (I)tk, kp, (I)ks[2], (T)0, \
                      dqp + r0 * heads * dk, (I)(heads * dk));                                \

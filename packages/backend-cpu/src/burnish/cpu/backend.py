@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from burnish.cpu.activation_ops import CpuActivationOps
 from burnish.cpu.module_ops import CpuModuleOps
 from burnish.cpu.quant_ops import CpuQuantOps
 from burnish.cpu.reduce_ops import CpuReduceOps
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from burnish.jit.runtime import Runtime
 
 
-class CpuBackend(CpuModuleOps, CpuQuantOps, CpuReduceOps, JitBackend):
+class CpuBackend(CpuActivationOps, CpuModuleOps, CpuQuantOps, CpuReduceOps, JitBackend):
     """One device, the CPU, all its cores (``OMP_NUM_THREADS`` sets how many). Every burnish
     dtype, the extended ones included; float16 and bfloat16 are stored in 16 bits, float8 and
     float4 as their one-byte codes, and all of them computed in float32. Kernels are

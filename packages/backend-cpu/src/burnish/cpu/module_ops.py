@@ -8,6 +8,7 @@ one visit per row in ``burnish.cpu.norm``. Linear maps: the bias added within th
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -51,18 +52,49 @@ class CpuModuleOps(JitModuleOps):
 
     def layer_norm(self, x, weight, bias, epsilon, dtype):
         """float32 and float64 through ``burnish.cpu.norm``: one visit per row."""
-        if (dtype.name not in NativeNorm.dtypes or x.dtype != dtype or weight.dtype != dtype
-                or bias.dtype != dtype or not x.shape or not numel(x.shape)):
+        if not _native_norm(dtype, x, weight, bias):
             return super().layer_norm(x, weight, bias, epsilon, dtype)
+        return self._layer_norm(x, weight, bias, epsilon, dtype, False)[0]
+
+    def layer_norm_with_statistics(self, x, weight, bias, epsilon, dtype):
+        """float32 and float64 through ``burnish.cpu.norm``: the statistics written by the
+        same visit per row."""
+        if not _native_norm(dtype, x, weight, bias):
+            return super().layer_norm_with_statistics(x, weight, bias, epsilon, dtype)
+        return self._layer_norm(x, weight, bias, epsilon, dtype, True)
+
+    def _layer_norm(self, x, weight, bias, epsilon, dtype, statistics):
         runtime = x.runtime
         d = x.shape[-1]
         rows = numel(x.shape) // d
         x = plain(x)
         out = self._new(x.shape, dtype, x.device, runtime)
+        stats = ()
+        if statistics:
+            stats = tuple(self._new((*x.shape[:-1], 1), dtype, x.device, runtime)
+                          for _ in range(2))
         flat = x.view((rows, d), (d, 1), x.offset)
         runtime.host(_layer_norm, (flat, plain(weight), plain(bias)),
-                     (out.view((rows, d), (d, 1), 0),), float(epsilon), runtime.native_norm)
-        return out
+                     (out.view((rows, d), (d, 1), 0), *stats), float(epsilon),
+                     runtime.native_norm)
+        return (out, *stats) if statistics else (out, None, None)
+
+    def layer_norm_backward(self, x, weight, mean, invstd, grad, dtype):
+        """float32 and float64 through ``burnish.cpu.norm``: one visit per row, the weight's
+        and bias's gradients summed on the way."""
+        if not _native_norm(dtype, x, weight, grad, mean, invstd):
+            return super().layer_norm_backward(x, weight, mean, invstd, grad, dtype)
+        runtime = x.runtime
+        d = x.shape[-1]
+        rows = numel(x.shape) // d
+        dx = self._new(x.shape, dtype, x.device, runtime)
+        dweight, dbias = (self._new((d,), dtype, x.device, runtime) for _ in range(2))
+        x, grad = plain(x), plain(grad)
+        runtime.host(_layer_norm_backward,
+                     (x.view((rows, d), (d, 1), x.offset), plain(weight), plain(mean),
+                      plain(invstd), grad.view((rows, d), (d, 1), grad.offset)),
+                     (dx.view((rows, d), (d, 1), 0), dweight, dbias), runtime.native_norm)
+        return dx, dweight, dbias
 
     def conv_weight_grad(self, x, grad, kernel, stride, padding, dilation, groups):
         runtime = x.runtime
@@ -127,9 +159,26 @@ def _accumulate(grads: np.ndarray, cols: np.ndarray, result: np.ndarray, first: 
         result += np.matmul(lhs, rhs)
 
 
+def _native_norm(dtype, x, *others) -> bool:
+    """Whether ``burnish.cpu.norm`` takes a layer norm of ``x`` (and ``others``, all of
+    ``dtype``): float32 and float64, at least one element."""
+    return (dtype.name in NativeNorm.dtypes and x.dtype == dtype and bool(x.shape)
+            and all(t.dtype == dtype for t in others) and bool(numel(x.shape)))
+
+
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray,
-                epsilon: float, native: NativeNorm) -> None:
-    native.layer_norm(x, weight, bias, out, epsilon)
+                *rest: Any) -> None:
+    """``NativeNorm.layer_norm`` with what ``CpuModuleOps._layer_norm`` recorded: the
+    statistics' arrays, where asked for, follow ``out``."""
+    *stats, epsilon, native = rest
+    mean, invstd = stats if stats else (None, None)
+    native.layer_norm(x, weight, bias, out, epsilon, mean, invstd)
+
+
+def _layer_norm_backward(x: np.ndarray, weight: np.ndarray, mean: np.ndarray,
+                         invstd: np.ndarray, grad: np.ndarray, dx: np.ndarray,
+                         dweight: np.ndarray, dbias: np.ndarray, native: NativeNorm) -> None:
+    native.layer_norm_backward(x, weight, mean, invstd, grad, dx, dweight, dbias)
 
 
 def _linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray,

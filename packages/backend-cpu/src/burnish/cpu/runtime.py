@@ -28,6 +28,7 @@ from burnish.cpu.norm import NativeNorm
 from burnish.cpu.pool import NativePool
 from burnish.cpu.recurrent import NativeRecurrent, weight_layout
 from burnish.cpu.reduce import NativeReduce
+from burnish.cpu.rows import NativeRows
 from burnish.jit import ir
 from burnish.jit.codegen.cpu import CpuGenerator
 from burnish.jit.runtime import Runtime
@@ -190,6 +191,11 @@ class CpuRuntime(Runtime):
     def native_reduce(self) -> NativeReduce:
         """Float sums and means in compiled C (made at the first use)."""
         return NativeReduce(self.compiler)
+
+    @functools.cached_property
+    def native_rows(self) -> NativeRows:
+        """Softmax and log-softmax rows in compiled C (made at the first use)."""
+        return NativeRows(self.compiler)
 
     @functools.cached_property
     def native_norm(self) -> NativeNorm:

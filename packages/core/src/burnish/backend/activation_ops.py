@@ -29,6 +29,16 @@ class ActivationOps(ABC):  # noqa: B024 (only defaults, by design)
                                 dtype)
         return self.mul_scalar(self.mul(x, inner), 0.5, dtype)
 
+    def gelu_backward(self, x: Primitive, grad: Primitive, dtype: DType) -> Primitive:
+        """The gradient through ``gelu`` at its input ``x``: ``grad * (Phi(x) + x * phi(x))``,
+        ``Phi`` and ``phi`` the standard normal's distribution and density (what autodiff
+        calls)."""
+        cdf = self.mul_scalar(self.add_scalar(self.erf(self.mul_scalar(
+            x, 1.0 / math.sqrt(2.0), dtype)), 1.0, dtype), 0.5, dtype)
+        pdf = self.mul_scalar(self.exp(self.mul_scalar(self.mul(x, x), -0.5, dtype)),
+                              1.0 / math.sqrt(2.0 * math.pi), dtype)
+        return self.mul(grad, self.add(cdf, self.mul(x, pdf)))
+
     def hard_sigmoid(self, x: Primitive, alpha: float, beta: float, dtype: DType) -> Primitive:
         """``clamp(alpha * x + beta, 0, 1)`` (ONNX's HardSigmoid; PyTorch's is alpha 1/6,
         beta 1/2). NaN stays NaN."""

@@ -103,6 +103,13 @@ class ModuleOps(ABC):
         compute in float32 and round once at the end (as PyTorch's layer norm does)."""
         return layer_norm_parts(self, x, weight, bias, epsilon, dtype)[0]
 
+    def layer_norm_with_statistics(self, x: Primitive, weight: Primitive, bias: Primitive,
+                                   epsilon: float, dtype: DType
+                                   ) -> tuple[Primitive, Primitive, Primitive]:
+        """``layer_norm``'s ``y`` with each row's ``mean`` and ``invstd`` (``[..., 1]``,
+        float32 for 16-bit floats): what autodiff keeps for ``layer_norm_backward``."""
+        return layer_norm_parts(self, x, weight, bias, epsilon, dtype)
+
     def layer_norm_backward(self, x: Primitive, weight: Primitive, mean: Primitive,
                             invstd: Primitive, grad: Primitive, dtype: DType
                             ) -> tuple[Primitive, Primitive, Primitive]:
