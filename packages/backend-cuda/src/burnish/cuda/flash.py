@@ -99,7 +99,7 @@ def _mask_data(mask: JitTensor | None) -> list:
 
 def _shape_key(q: JitTensor, v: JitTensor, scale: float, causal: bool, masked: bool,
                layouts: tuple[bool, ...]) -> tuple:
-    """The kernels' compile-time settings; ``layouts``: which of the results (out; dq, dk,
+    """The kernels' compile-time settings; ``layouts``: which of the results (out, dq, dk,
     dv) are laid out heads last (``burnish.jit.kernels.attention.heads_last``)."""
     dim, value_dim = q.shape[3], v.shape[3]
     wide = max(dim, value_dim) > 64
@@ -110,11 +110,7 @@ def _shape_key(q: JitTensor, v: JitTensor, scale: float, causal: bool, masked: b
 
 def _source(key: tuple) -> str:
     dtype, dim, value_dim, warps, keys, queries, scale, causal, masked, layouts = key
-    last = dict(zip(("LAST_O", "LAST_Q", "LAST_K", "LAST_V"), (0, 0, 0, 0)))
-    if len(layouts) == 1:
-        last["LAST_O"] = int(layouts[0])
-    else:
-        last.update(zip(("LAST_Q", "LAST_K", "LAST_V"), map(int, layouts)))
+    last = dict(zip(("LAST_O", "LAST_Q", "LAST_K", "LAST_V"), map(int, layouts)))
     defines = {"T_BF16": int(dtype == "bfloat16"), "DK": dim, "DV": value_dim, "WARPS": warps,
                "BR": 16 * warps,
                "BC": keys, "BQ": queries, "CAUSAL": int(causal), "MASK": int(masked),
@@ -140,7 +136,7 @@ def attention(q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor | None, 
     last = heads_last(q)
     out = result_tensor(q, (batch, heads, seq_q, value_dim), dtype, last)
     lse = result_tensor(q, (batch, heads, seq_q), "float32")
-    key = _shape_key(q, v, scale, causal, mask is not None, (last,))
+    key = _shape_key(q, v, scale, causal, mask is not None, (last, False, False, False))
     tiles = -(-seq_q // (16 * key[3]))
     info = [batch, heads, seq_q, seq_k, tiles, *_operand(q), *_operand(k), *_operand(v),
             *_mask_operand(mask)]
@@ -166,7 +162,7 @@ def attention_backward(q: JitTensor, k: JitTensor, v: JitTensor, mask: JitTensor
     dk = result_tensor(q, (batch, heads, seq_k, dim), dtype, layouts[1])
     dv = result_tensor(q, (batch, heads, seq_k, value_dim), dtype, layouts[2])
     delta = result_tensor(q, (batch, heads, seq_q), "float32")
-    key = _shape_key(q, v, scale, causal, mask is not None, layouts)
+    key = _shape_key(q, v, scale, causal, mask is not None, (False, *layouts))
     strided = [*_operand(q), *_operand(k), *_operand(v), *_operand(grad)]
     rows = 16 * key[3]
     # dq, and each row's delta

@@ -68,7 +68,7 @@ class ModuleOps(ABC):
         32 bits or more, ``weight``, ``bias`` and the statistics are of ``dtype``; for a 16-bit
         float ``dtype`` they are float32, the statistics and the normalisation are computed in
         float32 and ``y`` rounded once (cuDNN's and PyTorch's rule)."""
-        if _is_16_bit(dtype):
+        if _narrow_float(dtype):
             y, mean, invstd = self.batch_norm(self.cast(x, dtype, float32), weight, bias,
                                               epsilon, float32)
             return self.cast(y, float32, dtype), mean, invstd
@@ -101,14 +101,27 @@ class ModuleOps(ABC):
         ``[d]``, all of ``dtype``; ``y = (x - mean) * invstd * weight + bias`` with each row's
         ``mean`` and ``invstd = 1 / sqrt(var + epsilon)`` (``var`` biased). 16-bit floats
         compute in float32 and round once at the end (as PyTorch's layer norm does)."""
-        return layer_norm_parts(self, x, weight, bias, epsilon, dtype)[0]
+        return self.layer_norm_with_statistics(x, weight, bias, epsilon, dtype)[0]
 
     def layer_norm_with_statistics(self, x: Primitive, weight: Primitive, bias: Primitive,
                                    epsilon: float, dtype: DType
                                    ) -> tuple[Primitive, Primitive, Primitive]:
         """``layer_norm``'s ``y`` with each row's ``mean`` and ``invstd`` (``[..., 1]``,
         float32 for 16-bit floats): what autodiff keeps for ``layer_norm_backward``."""
-        return layer_norm_parts(self, x, weight, bias, epsilon, dtype)
+        if _narrow_float(dtype):
+            x32, weight32, bias32 = (self.cast(v, dtype, float32) for v in (x, weight, bias))
+            y, mean, invstd = self.layer_norm_with_statistics(x32, weight32, bias32, epsilon,
+                                                              float32)
+            return self.cast(y, float32, dtype), mean, invstd
+        last = len(x.shape) - 1
+        mean = self.mean(x, last, dtype)
+        centered = self.sub(x, mean)
+        var = self.mean(self.mul(centered, centered), last, dtype)
+        invstd = self.rsqrt(self.add_scalar(var, epsilon, dtype), dtype)
+        shape = (1,) * last + (x.shape[last],)
+        y = self.add(self.mul(self.mul(centered, invstd), self.reshape(weight, shape)),
+                     self.reshape(bias, shape))
+        return y, mean, invstd
 
     def layer_norm_backward(self, x: Primitive, weight: Primitive, mean: Primitive,
                             invstd: Primitive, grad: Primitive, dtype: DType
@@ -116,11 +129,11 @@ class ModuleOps(ABC):
         """The gradients ``(dx, dweight, dbias)`` of ``layer_norm``'s ``y`` contracted with
         ``grad`` (``x``, ``weight``, ``grad`` and the results of ``dtype``), given each row's
         ``mean`` and ``invstd`` (``[..., 1]``, float32 for 16-bit floats, whose work is done in
-        float32; ``layer_norm_parts`` gives them): with ``xhat = (x - mean) * invstd`` and
+        float32; ``layer_norm_with_statistics`` gives them): with ``xhat = (x - mean) * invstd`` and
         ``g = grad * weight``, ``dbias`` and ``dweight`` are the sums of ``grad`` and ``grad *
         xhat`` over every row, and ``dx = invstd * (g - mean(g) - xhat * mean(g * xhat))``,
         the means over each row."""
-        if _is_16_bit(dtype):
+        if _narrow_float(dtype):
             x32, weight32, grad32 = (self.cast(v, dtype, float32) for v in (x, weight, grad))
             dx, dweight, dbias = self.layer_norm_backward(x32, weight32, mean, invstd, grad32,
                                                           float32)
@@ -148,7 +161,7 @@ class ModuleOps(ABC):
         (grad - dbias / m - xhat * dweight / m)``. For a 16-bit float ``dtype`` (``x``,
         ``grad`` and ``dx``), ``weight``, the statistics, ``dweight`` and ``dbias`` are float32,
         as in ``batch_norm``, and the work is done in float32."""
-        if _is_16_bit(dtype):
+        if _narrow_float(dtype):
             dx, dweight, dbias = self.batch_norm_backward(
                 self.cast(x, dtype, float32), weight, mean, invstd,
                 self.cast(grad, dtype, float32), epsilon, float32)
@@ -257,27 +270,8 @@ class ModuleOps(ABC):
         blocks = self.cat(columns, 2) if len(columns) > 1 else columns[0]
         return self.reshape(blocks, (n, c * kh * kw, oh * ow))
 
-def layer_norm_parts(ops: ModuleOps, x: Primitive, weight: Primitive, bias: Primitive,
-                     epsilon: float, dtype: DType) -> tuple[Primitive, Primitive, Primitive]:
-    """``layer_norm``'s composition through ``ops``, with the statistics it took: ``(y, mean,
-    invstd)``, the two ``[..., 1]`` (float32 for a 16-bit ``dtype``, whose work is done in
-    float32 and ``y`` rounded once), what ``layer_norm_backward`` takes."""
-    if _is_16_bit(dtype):
-        x32, weight32, bias32 = (ops.cast(v, dtype, float32) for v in (x, weight, bias))
-        y, mean, invstd = layer_norm_parts(ops, x32, weight32, bias32, epsilon, float32)
-        return ops.cast(y, float32, dtype), mean, invstd
-    last = len(x.shape) - 1
-    mean = ops.mean(x, last, dtype)
-    centered = ops.sub(x, mean)
-    var = ops.mean(ops.mul(centered, centered), last, dtype)
-    invstd = ops.rsqrt(ops.add_scalar(var, epsilon, dtype), dtype)
-    shape = (1,) * last + (x.shape[last],)
-    y = ops.add(ops.mul(ops.mul(centered, invstd), ops.reshape(weight, shape)),
-                ops.reshape(bias, shape))
-    return y, mean, invstd
 
-
-def _is_16_bit(dtype: DType) -> bool:
+def _narrow_float(dtype: DType) -> bool:
     """Whether ``dtype`` is a float narrower than float32 (float16, bfloat16: the norms
     compute in float32)."""
     return dtype.is_float and dtype.bits < 32

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from burnish.dtype import DType, Kind, bfloat16, float16, float32
+from burnish import amp as _amp
+from burnish.dtype import DType, Kind, float32
 from burnish.errors import DTypeError, ShapeError
 from burnish.functional.conv import raise_dtype
 from burnish.shape import show
@@ -13,9 +14,6 @@ from burnish.tensor import core as _core
 
 if TYPE_CHECKING:
     from burnish.tensor import Tensor
-
-#: The float dtypes that batch normalisation pairs with float32 parameters and statistics.
-_NARROW = (float16, bfloat16)
 
 
 def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, epsilon: float = 1e-5,
@@ -35,7 +33,7 @@ def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, epsilon: float = 1e-5,
     DTypeError naming both sides.
     """
     op = "batch_norm"
-    narrow = x.dtype in _NARROW
+    narrow = x.dtype in _amp.LOW_DTYPES  # paired with float32 parameters and statistics
     _check(op, x, weight, bias, 2, "[batch, channels, *spatial]", 1, "channels",
            float32 if narrow else None)
     if not epsilon > 0:
@@ -54,8 +52,8 @@ def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, epsilon: float = 1e-5,
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, epsilon: float = 1e-5) -> Tensor:
     """``(x - mean) / sqrt(var + epsilon) * weight + bias`` with each row's ``mean`` and biased
     ``var`` over the last dim: ``x`` is ``[..., d]``, ``weight`` and ``bias`` ``[d]``, all of one
-    float dtype. One backend op (one pass over each row in C on cpu); its gradient is that of
-    the composition it stands for. Raises ShapeError and DTypeError naming both sides."""
+    float dtype. One backend op (one pass over each row in C on cpu), whose gradient is one
+    more (``layer_norm_backward``). Raises ShapeError and DTypeError naming both sides."""
     op = "layer_norm"
     _check(op, x, weight, bias, 1, "[..., features]", -1, "last dim")
     prim = x.backend.layer_norm(x._prim, weight._prim, bias._prim, float(epsilon), x.dtype)
