@@ -88,3 +88,9 @@ def wgpu_backend():
 def jit_device(request):
     """The default device of each backend built on burnish.jit, the cpu one included."""
     return gpu_backend(request.param).default_device()
+
+
+@pytest.fixture(params=["wgpu", "rocm", "cuda"], scope="session")
+def gpu_jit_backend(request):
+    """Each backend built on burnish.jit for GPUs (wgpu, rocm, cuda) in turn."""
+    return gpu_backend(request.param)

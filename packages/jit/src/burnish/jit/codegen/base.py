@@ -16,6 +16,9 @@ class Generator(ABC):
 
     #: The language's name, part of every kernel cache key.
     language: str = ""
+    #: The most elements an invocation of a large elementwise kernel computes
+    #: (``kernels.elementwise.elements_per_invocation``): GPUs need several loads in flight.
+    elements_per_invocation: int = 1
 
     def __init__(self) -> None:
         self._helpers: dict[str, str] = {}

@@ -211,6 +211,7 @@ class OpenCLGenerator(CGenerator):
     needed), ``float64`` with ``cl_khr_fp64``."""
 
     language = "opencl"
+    elements_per_invocation = 8
     barrier_statement = "barrier(CLK_LOCAL_MEM_FENCE);"
 
     def preamble(self, kernel: ir.Kernel) -> str:
@@ -260,6 +261,7 @@ class CudaGenerator(CGenerator):
     """CUDA C++ for NVRTC (CuPy's RawModule): ``extern "C"`` kernels."""
 
     language = "cuda"
+    elements_per_invocation = 8
     barrier_statement = "__syncthreads();"
     TYPES = {**CGenerator.TYPES, "u32": "unsigned int", "i64": "long long"}
     STORAGE = {**CGenerator.STORAGE, "float16": "__half", "bfloat16": "unsigned short",

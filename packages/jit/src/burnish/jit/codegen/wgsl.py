@@ -39,6 +39,7 @@ _SUFFIX = {"i32": "i", "u32": "u", "i64": "li", "f32": "f", "f64": "lf"}
 
 class WgslGenerator(Generator):
     language = "wgsl"
+    elements_per_invocation = 8
     barrier_statement = "workgroupBarrier();"
 
     def __init__(self, packed_dot: bool = True) -> None:

@@ -25,7 +25,9 @@ from burnish.jit.kernels.elementwise import (
     WORKGROUP,
     ScalarPacker,
     broadcast_strides,
+    each_element,
     elementwise,
+    elements_per_invocation,
     info_scalar,
     scalar_words,
 )
@@ -215,8 +217,14 @@ class _Plan:
                         for s, p, size in zip(strides, plain, shape) if size != 1)
         self.outputs = tuple(at[id(t)] for t in targets)
         rank = None if self.flat else len(shape)
+        self.several = 1  # elements an invocation computes, in a kernel of the group alone
+        if self.product is None and self.reduction is None:
+            generator = targets[0].runtime.generator
+            self.several = elements_per_invocation(generator, numel(shape), sum(
+                generator.storage_numpy(self.buffers[slot].dtype.name).itemsize
+                for slot, _, _ in self.reads))
         self.key = ("fused", rank, tuple(structure), self.outputs,
-                    tuple(b.dtype.name for b in self.buffers))
+                    tuple(b.dtype.name for b in self.buffers), self.several)
         self.rank = rank
 
     def info_prefix(self) -> list[int]:
@@ -248,7 +256,7 @@ class _Plan:
         elif self.reduction is not None:
             groups = self.reduction[1].workgroups()
         else:
-            groups = -(-numel(self.shape) // WORKGROUP)
+            groups = -(-numel(self.shape) // (WORKGROUP * self.several))
         return grid(groups)
 
     def declare(self, k: KernelBuilder) -> tuple[list[ir.Buffer], list[ir.Buffer]]:
@@ -269,10 +277,12 @@ class _Plan:
                                  _Prologue(self, reduced))
         k = KernelBuilder("fused", (WORKGROUP, 1, 1))
         outs, bufs = self.declare(k)
-        i = k.global_index()
-        with k.if_(i >= k.info(0)):
-            k.return_()
-        self.evaluate(k, outs, bufs, i, 0)
+
+        def store(i, values):
+            for buf, j in zip(outs, self.outputs):
+                k.store(buf, i, values[j])
+
+        each_element(k, k.info(0), self.several, lambda i: self.values(k, bufs, i, 0), store)
         return k.build()
 
     def evaluate(self, k: KernelBuilder, outs: list[ir.Buffer], bufs: list[ir.Buffer],
