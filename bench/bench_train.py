@@ -509,6 +509,9 @@ def print_kernels(env: Env, name: str, run: Run, top: int, steps: int = 5) -> No
         if total > 0:
             rows.append((total / steps, event.count / steps, event.key))
     rows.sort(reverse=True)
+    if env.args.trace is not None:  # every launch with its grid, for a closer look
+        env.args.trace.mkdir(parents=True, exist_ok=True)
+        traced.export_chrome_trace(str(env.args.trace / f"{name}-{run.mode.replace(' ', '-')}.json"))
     whole = sum(r[0] for r in rows) or 1.0
     print(f"\n{name}, {run.mode}: GPU time by kernel, per step ({whole / 1e3:.2f} ms in all)")
     for total, count, key in rows[:top]:
@@ -660,6 +663,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="after timing, print each mode's N kernels that take the most GPU "
                              "time in a step (read through torch.profiler's CUDA tracing, "
                              "which sees every kernel of the process: burnish's too)")
+    parser.add_argument("--trace", type=Path, metavar="DIR",
+                        help="with --kernels: also write each mode's traced steps to DIR as a "
+                             "Chrome trace (every launch with its grid and duration)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the results as JSON")
     parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the table too")
     args = parser.parse_args(argv)
