@@ -24,6 +24,7 @@ from burnish.cpu.compiler import Compiler
 from burnish.cpu.conv import NativeConv, geometry
 from burnish.cpu.int8_gemm import Int8Gemm
 from burnish.cpu.int8_quantize import Int8Quantize
+from burnish.cpu.module_ops import BINDERS as module_binders
 from burnish.cpu.norm import NativeNorm
 from burnish.cpu.pool import NativePool
 from burnish.cpu.recurrent import NativeRecurrent, weight_layout
@@ -424,13 +425,6 @@ def _bind_conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> Callable[[], No
                                transposed)
 
 
-#: Host functions whose replays bind their arrays once: ``CpuRuntime.program`` replays
-#: ``binder(*arrays, *extra)``, a call of no arguments, instead of the function (a
-#: convolution's 14 C arguments, from NumPy's ``ctypes`` attributes, cost more than a small
-#: one's work).
-_BINDERS: dict[Any, Callable[..., Callable[[], None]]] = {_conv: _bind_conv}
-
-
 def _max_pool(x: np.ndarray, *rest: Any) -> None:
     """``NativePool.forward`` with the arguments ``CpuRuntime.library_max_pool`` recorded."""
     *outputs, words, native = rest
@@ -440,9 +434,23 @@ def _max_pool(x: np.ndarray, *rest: Any) -> None:
 
 def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *rest: Any) -> None:
     """``NativeAttention.forward`` with what ``CpuRuntime.library_attention`` recorded."""
+    native, arguments = _attention_arguments(q, k, v, *rest)
+    native.forward(*arguments)
+
+
+def _bind_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                    *rest: Any) -> Callable[[], None]:
+    """``_attention`` of these arrays as a call of no arguments
+    (``NativeAttention.bind_forward``)."""
+    native, arguments = _attention_arguments(q, k, v, *rest)
+    return native.bind_forward(*arguments)
+
+
+def _attention_arguments(q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                         *rest: Any) -> tuple[NativeAttention, tuple]:
     *tensors, causal, scale, native = rest
     mask, (out, lse) = (tensors[0], tensors[1:]) if len(tensors) == 3 else (None, tensors)
-    native.forward(q, k, v, mask, out, lse, causal, scale)
+    return native, (q, k, v, mask, out, lse, causal, scale)
 
 
 def _attention_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, grad: np.ndarray,
@@ -468,3 +476,11 @@ def _recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: Any) ->
         bias = arrays.pop(0) if biased else None
         out, last_h = arrays
         native.layer(x, weight, bias, h0, None, out, last_h, None, reverse)
+
+
+#: Host functions whose replays bind their arrays once: ``CpuRuntime.program`` replays
+#: ``binder(*arrays, *extra)``, a call of no arguments, instead of the function (a
+#: convolution's 14 C arguments, from NumPy's ``ctypes`` attributes, cost more than a small
+#: one's work; a product's plan and a bias pass in NumPy, more than a small product).
+_BINDERS: dict[Any, Callable[..., Callable[[], None]]] = {
+    _conv: _bind_conv, _attention: _bind_attention, **module_binders}
