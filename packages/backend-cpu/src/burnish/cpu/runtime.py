@@ -298,6 +298,18 @@ class CpuRuntime(Runtime):
         self.host(_cat, [x for x, _ in parts], (out,), dim)
         return True
 
+    def library_select(self, out: JitTensor, x: JitTensor, dim: int,
+                       indices: JitTensor) -> bool:
+        """A ``select`` (an embedding's rows) as one host call of NumPy's ``take``: whole rows
+        copied at memcpy's speed (the generated ``gather`` works out every element's
+        coordinates and its index, several times slower)."""
+        name = x.dtype.name
+        if (name not in _NUMPY_DTYPES or self.generator.storage_numpy(name) != np.dtype(name)
+                or indices.dtype.name not in ("int32", "int64")):
+            return False
+        self.host(_select, (x, indices), (out,), dim)
+        return True
+
     @functools.cached_property
     def int8_gemm(self) -> Int8Gemm:
         """Products of 8-bit integers in compiled C (made at the first use)."""
@@ -464,6 +476,12 @@ def _cat(*rest: Any) -> None:
     """``CpuRuntime.library_cat``'s parts into ``out`` along ``dim``."""
     *parts, out, dim = rest
     np.concatenate(parts, axis=dim, out=out)
+
+
+def _select(x: np.ndarray, indices: np.ndarray, out: np.ndarray, dim: int) -> None:
+    """``CpuRuntime.library_select``: the slices of ``x`` along ``dim`` at ``indices``,
+    clamped into the dim."""
+    np.take(x, indices, axis=dim, out=out, mode="clip")
 
 
 def _recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: Any) -> None:
