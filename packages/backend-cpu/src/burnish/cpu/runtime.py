@@ -305,8 +305,8 @@ class CpuRuntime(Runtime):
         coordinates and its index, several times slower)."""
         name = x.dtype.name
         if (name not in _NUMPY_DTYPES or self.generator.storage_numpy(name) != np.dtype(name)
-                or indices.dtype.name not in ("int32", "int64")):
-            return False
+                or indices.dtype.name not in ("int32", "int64") or not x.shape[dim]):
+            return False  # (an empty dim: every index is out of bounds, the kernel's check)
         self.host(_select, (x, indices), (out,), dim)
         return True
 
