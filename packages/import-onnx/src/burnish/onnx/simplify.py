@@ -366,6 +366,7 @@ def _move_row_transpose(first: Node, users, removed: set[int], replaced: dict[in
     moved = [dims[p] for p in perm]
     lead = len(restored) - 1 if restored else 0
     if back is None or restored is None or lead < 1 or restored[:lead] != moved[:lead] \
+            or not all(d > 0 for d in restored) \
             or math.prod(moved[:lead]) != rows[0] or math.prod(moved[lead:]) != rows[1]:
         return
     last = _only_user(users, back.outputs[0], "Transpose")
