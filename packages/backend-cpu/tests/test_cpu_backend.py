@@ -304,3 +304,29 @@ def test_a_cat_of_strided_parts_is_one_call_of_numpys_copies(cpu, dtype, monkeyp
     np.testing.assert_array_equal(joined.to_numpy(), np.concatenate(
         [wanted[0], wanted[1][:, 1:3], wanted[2]], 1))
     np.testing.assert_array_equal(stacked.to_numpy(), np.stack(wanted, 2))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bfloat16"])
+@pytest.mark.parametrize("index_dtype", ["int32", "int64", "int16"])
+def test_a_select_of_rows_is_one_call_of_numpys_take(cpu, dtype, index_dtype, monkeypatch):
+    """``select`` (an embedding's rows) on ``cpu``: one host call of NumPy's ``take`` for the
+    dtypes NumPy stores as their own name, the ``gather`` kernel for the rest (bfloat16,
+    stored as 16-bit words), the same values either way, along any dim of a strided tensor."""
+    from burnish.cpu import runtime as cpu_runtime
+
+    calls = []
+    original = cpu_runtime._select
+    monkeypatch.setattr(cpu_runtime, "_select", lambda *a: calls.append(1) or original(*a))
+    rng = np.random.default_rng(1)
+    table = Tensor.from_data(rng.standard_normal((6, 7, 5)), device="cpu").cast(
+        getattr(burnish, dtype)).permute([1, 0, 2])  # [7, 6, 5], strided
+    wanted = table.to_numpy()
+    picks = np.array([3, 0, 6, 3, 1], np.int64)
+    indices = Tensor.from_data(picks, device="cpu").cast(getattr(burnish, index_dtype))
+    rows = table.select(0, indices)
+    indices = Tensor.from_data(np.array([3, 0, 5, 2, 1]), device="cpu").cast(
+        getattr(burnish, index_dtype))
+    middle = table.select(1, indices[::2])  # a strided index list
+    np.testing.assert_array_equal(rows.to_numpy(), wanted[picks])
+    np.testing.assert_array_equal(middle.to_numpy(), wanted[:, [3, 5, 1]])
+    assert len(calls) == (0 if dtype == "bfloat16" else 2)  # indices of any int: as int64

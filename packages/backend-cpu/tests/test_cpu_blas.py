@@ -67,6 +67,46 @@ def test_a_batch_summed_into_one_matrix_with_beta(gemm):
     np.testing.assert_allclose(out, np.einsum("bmk,bnk->mn", a, b), rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["one-call", "split"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_bias_starts_each_block_of_the_output(gemm, dtype, split, monkeypatch):
+    # out = bias + a @ b, the bias broadcast over the rows, written by the C loop block by
+    # block (split or not), eagerly and through a bound call; the output starts as NaN, so a
+    # block the bias pass missed shows.
+    if split:
+        monkeypatch.setattr(blas, "MIN_SPLIT_MACS", 0)
+    blas._plan.cache_clear()
+    rng = np.random.default_rng(2)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    for (m, k, n), batch, tb in itertools.product([(1, 3, 5), (37, 20, 11), (64, 96, 130)],
+                                                  [(), (3,)], (0, 1)):
+        a = rng.standard_normal((*batch, m, k)).astype(dtype)
+        b = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+        b = b.T if tb else b
+        bias = rng.standard_normal(n).astype(dtype)
+        expected = a.astype(np.float64) @ b.astype(np.float64) + bias
+        for bound in (False, True):
+            out = np.full((*batch, m, n), np.nan, dtype)
+            with gemm.guard:
+                if bound:
+                    call = gemm.bind(a, b, out, bias)
+                    assert call is not None
+                    call()
+                    call()  # a replay: the same result again, the bias not added twice
+                else:
+                    assert gemm.product(a, b, out, bias=bias)
+            np.testing.assert_allclose(out, expected, rtol=tol, atol=tol * k,
+                                       err_msg=f"{(m, k, n)} batch={batch} bound={bound}")
+    # Nothing to add up: the bias alone; a bias of the wrong length is refused.
+    out = np.full((4, 3), np.nan, np.float32)
+    bias = np.arange(3, dtype=np.float32)
+    assert gemm.product(np.ones((4, 0), np.float32), np.ones((0, 3), np.float32), out,
+                        bias=bias)
+    np.testing.assert_array_equal(out, np.broadcast_to(bias, (4, 3)))
+    assert not gemm.product(np.ones((4, 2), np.float32), np.ones((2, 3), np.float32), out,
+                            bias=np.ones(4, np.float32))
+
+
 def test_layouts_blas_cannot_take_are_refused(gemm):
     x = np.ones((4, 8), np.float32)
     assert not gemm.product(x[:, ::2], x[:4, :4], np.empty((4, 4), np.float32))  # stride 2

@@ -13,6 +13,8 @@ negative finite value (the protocol's rule: a query with no key left gets unifor
 from __future__ import annotations
 
 import ctypes
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -245,11 +247,24 @@ class NativeAttention:
         """``out`` ``[batch, heads, seq_q, value_dim]`` laid out as a contiguous ``[batch,
         seq_q, heads, value_dim]`` (``interleaved``) and ``lse`` ``[batch, heads, seq_q]``,
         contiguous; ``mask`` (uint8, broadcast to the scores) true where forbidden."""
+        self.bind_forward(q, k, v, mask, out, lse, causal, scale)()
+
+    def bind_forward(self, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                     mask: np.ndarray | None, out: np.ndarray, lse: np.ndarray, causal: bool,
+                     scale: float) -> Callable[[], None]:
+        """``forward`` of these arrays as a call of no arguments (a replay's: its C arguments
+        worked out once)."""
         forward, _, gemm = self.entries[out.dtype.name]
         args, keep = self._common(q, k, v, mask, causal, scale)
-        if forward(gemm, *args, out.ctypes.data, lse.ctypes.data):
-            raise MemoryError("cpu backend: no memory for attention's score blocks")
-        del keep
+        call = functools.partial(forward, gemm, *args, out.ctypes.data, lse.ctypes.data)
+        arrays = (q, k, v, mask, out, lse)
+
+        def run() -> None:
+            if call():
+                raise MemoryError("cpu backend: no memory for attention's score blocks")
+
+        run.keep = (keep, arrays)  # type: ignore[attr-defined]  # C reads their memory
+        return run
 
     def backward(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
                  grad: np.ndarray, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray,

@@ -25,14 +25,19 @@ import numpy as np
 
 #: One product per task: ``count`` products (or, accumulating, one sum of them), each split in
 #: ``parts_m`` row blocks and ``parts_n`` column blocks. Addresses come as three int64 arrays.
+#: With ``bias`` (a vector of ``n``), each task first writes its block of the output as the
+#: bias, broadcast over the rows, and BLAS adds the product to it: the bias pass runs on every
+#: thread, on a block that is in the cache when BLAS reads it.
 GEMM_SOURCE = r"""
 #include <stdint.h>
+#include <string.h>
 
 #define GEMM(NAME, T, I)                                                                      \
 typedef void (*NAME##_fn)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
 void NAME(void *fn, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t count,          \
           const int64_t *as, const int64_t *bs, const int64_t *cs, int64_t lda, int64_t ldb, \
-          int64_t ldc, int accumulate, T beta, int64_t parts_m, int64_t parts_n) {           \
+          int64_t ldc, int accumulate, T beta, const T *bias, int64_t parts_m,               \
+          int64_t parts_n) {                                                                 \
     NAME##_fn gemm = (NAME##_fn)fn;                                                          \
     int64_t parts = parts_m * parts_n, tasks = accumulate ? parts : count * parts;          \
     _Pragma("omp parallel for schedule(static) if (tasks > 1)")                            \
@@ -46,8 +51,14 @@ void NAME(void *fn, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t cou
             const T *a = (const T *)as[i] + r0 * (ta ? 1 : lda);                             \
             const T *b = (const T *)bs[i] + c0 * (tb ? ldb : 1);                             \
             T *c = (T *)cs[i] + r0 * ldc + c0;                                               \
+            T scale = (accumulate && i) ? (T)1 : beta;                                       \
+            if (bias && scale == (T)0) {                                                     \
+                for (int64_t r = 0; r < r1 - r0; r++)                                        \
+                    memcpy(c + r * ldc, bias + c0, sizeof(T) * (size_t)(c1 - c0));           \
+                scale = (T)1;                                                                \
+            }                                                                                \
             gemm(101, ta ? 112 : 111, tb ? 112 : 111, (I)(r1 - r0), (I)(c1 - c0), (I)k,       \
-                 (T)1, a, (I)lda, b, (I)ldb, (accumulate && i) ? (T)1 : beta, c, (I)ldc);    \
+                 (T)1, a, (I)lda, b, (I)ldb, scale, c, (I)ldc);                              \
         }                                                                                    \
     }                                                                                        \
 }
@@ -122,7 +133,8 @@ class Gemm:
             scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
             entry.argtypes = ([ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
                               + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
-                              + [ctypes.c_int, scalar, ctypes.c_int64, ctypes.c_int64])
+                              + [ctypes.c_int, scalar, ctypes.c_void_p, ctypes.c_int64,
+                                 ctypes.c_int64])
             entry.restype = None
             self.functions[dtype] = (entry, ctypes.cast(function, ctypes.c_void_p).value or 0,
                                      wide)
@@ -138,38 +150,71 @@ class Gemm:
         return {dtype: (address, wide) for dtype, (_, address, wide) in self.functions.items()}
 
     def product(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False,
-                beta: float = 0.0) -> bool:
+                beta: float = 0.0, bias: np.ndarray | None = None) -> bool:
         """``out = beta * out + a @ b`` (batched, broadcast); ``accumulate``: ``out`` is one
-        matrix and receives the sum of every product of the batch. False where a layout is not
-        one BLAS takes, or for one product too small to split (NumPy's ``matmul`` is then the
-        shorter way): the caller then does it some other way."""
+        matrix and receives the sum of every product of the batch; ``bias`` (a contiguous
+        vector of ``out``'s last dim, with ``beta`` 0): ``out = bias + a @ b``, the bias
+        broadcast over the rows. False where a layout is not one BLAS takes, or for one product
+        too small to split and no bias (NumPy's ``matmul`` is then the shorter way): the caller
+        then does it some other way."""
+        call = self._call(a, b, out, accumulate, beta, bias, bound=False)
+        if call is None:
+            return False
+        call()
+        return True
+
+    def bind(self, a: np.ndarray, b: np.ndarray, out: np.ndarray,
+             bias: np.ndarray | None = None) -> Any:
+        """``product(a, b, out, bias=bias)`` of these arrays as a call of no arguments, its C
+        arguments worked out once (a replay calls it on the same memory every time), or None
+        where ``product`` would return False or there is nothing to multiply."""
+        return self._call(a, b, out, False, 0.0, bias, bound=True)
+
+    def _call(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool,
+              beta: float, bias: np.ndarray | None, bound: bool) -> Any:
+        """The product as a call of no arguments, or None (``product``'s False)."""
         entry = self.functions.get(out.dtype.name)
         if entry is None or a.dtype != out.dtype or b.dtype != out.dtype:
-            return False
+            return None
+        if bias is not None and (bias.dtype != out.dtype or bias.shape != out.shape[-1:]
+                                 or not bias.flags.c_contiguous or beta != 0):
+            return None
         plan = _plan(a.shape, a.strides, b.shape, b.strides, out.shape, out.strides,
                      out.dtype.itemsize, accumulate, self.threads)
         if plan is None:
-            return False
+            return None
         (ta, tb, m, n, k, lda, ldb, ldc, a_offsets, b_offsets, c_offsets, parts_m,
          parts_n) = plan
         count = len(a_offsets)
-        if count == 1 and parts_m * parts_n == 1 and not accumulate and beta == 0:
-            return False  # one small product: NumPy's matmul calls BLAS with less Python
-        if m == 0 or n == 0:
-            return True
-        if k == 0 or count == 0:  # empty sums
-            if beta == 0:
-                out[...] = 0
-            else:
-                out *= beta
-            return True
+        if (count == 1 and parts_m * parts_n == 1 and not accumulate and beta == 0
+                and bias is None and not bound):
+            return None  # one small product: NumPy's matmul calls BLAS with less Python
+        if m == 0 or n == 0 or k == 0 or count == 0:
+            if bound:
+                return None
+            return functools.partial(_empty_sum, out, beta, bias, m == 0 or n == 0)
         addresses = [offsets + array.ctypes.data for offsets, array in
                      ((a_offsets, a), (b_offsets, b), (c_offsets, out))]
         function, gemm, _ = entry
-        function(gemm, ta, tb, m, n, k, count,
-                 *[x.ctypes.data for x in addresses],
-                 lda, ldb, ldc, int(accumulate), beta, parts_m, parts_n)
-        return True
+        call = functools.partial(function, gemm, ta, tb, m, n, k, count,
+                                 *[x.ctypes.data for x in addresses], lda, ldb, ldc,
+                                 int(accumulate), beta,
+                                 None if bias is None else bias.ctypes.data, parts_m, parts_n)
+        call.keep = (addresses, a, b, out, bias)  # type: ignore[attr-defined]  # C reads them
+        return call
+
+
+def _empty_sum(out: np.ndarray, beta: float, bias: np.ndarray | None, empty: bool) -> None:
+    """A product with nothing to add up (``k`` or the batch 0): ``beta * out`` (plus the
+    bias); nothing at all where ``out`` is empty."""
+    if empty:
+        return
+    if bias is not None:
+        out[...] = bias
+    elif beta == 0:
+        out[...] = 0
+    else:
+        out *= beta
 
 
 def _matrix(shape: tuple[int, ...], strides: tuple[int, ...], size: int

@@ -7,7 +7,9 @@ one visit per row in ``burnish.cpu.norm``. Linear maps: the bias added within th
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,8 +41,9 @@ class CpuModuleOps(JitModuleOps):
         return out
 
     def linear(self, x, weight, bias):
-        """float32 and float64 on BLAS: the output starts as the bias, broadcast, and the
-        product is added to it (BLAS's beta of 1): no pass of its own for the bias."""
+        """float32 and float64 on BLAS: each thread's block of the output starts as the bias,
+        broadcast, and BLAS adds the product to it (its beta of 1): no pass of its own for the
+        bias."""
         runtime = x.runtime
         if not runtime.blas(x.dtype) or weight.dtype != x.dtype or bias.dtype != x.dtype:
             return super().linear(x, weight, bias)
@@ -170,9 +173,15 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.nda
                 *rest: Any) -> None:
     """``NativeNorm.layer_norm`` with what ``CpuModuleOps._layer_norm`` recorded: the
     statistics' arrays, where asked for, follow ``out``."""
+    bind_layer_norm(x, weight, bias, out, *rest)()
+
+
+def bind_layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray,
+                    *rest: Any) -> Callable[[], None]:
+    """``_layer_norm`` of these arrays as a call of no arguments (``NativeNorm.bind``)."""
     *stats, epsilon, native = rest
     mean, invstd = stats if stats else (None, None)
-    native.layer_norm(x, weight, bias, out, epsilon, mean, invstd)
+    return native.bind_layer_norm(x, weight, bias, out, epsilon, mean, invstd)
 
 
 def _layer_norm_backward(x: np.ndarray, weight: np.ndarray, mean: np.ndarray,
@@ -183,7 +192,20 @@ def _layer_norm_backward(x: np.ndarray, weight: np.ndarray, mean: np.ndarray,
 
 def _linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray,
             gemm: Gemm) -> None:
-    out[...] = bias
-    if not gemm.product(x, weight, out, beta=1.0):
+    if not gemm.product(x, weight, out, bias=bias):
         np.matmul(x, weight, out=out)
         out += bias
+
+
+def bind_linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray,
+                gemm: Gemm) -> Callable[[], None]:
+    """``_linear`` of these arrays as a call of no arguments: BLAS's C call with its arguments
+    worked out once (``Gemm.bind``), where it takes them."""
+    bound = gemm.bind(x, weight, out, bias)
+    return bound if bound is not None else functools.partial(_linear, x, weight, bias, out, gemm)
+
+
+#: Host functions of this module whose replays bind their arrays once
+#: (``burnish.cpu.runtime``'s ``_BINDERS``).
+BINDERS: dict[Any, Callable[..., Callable[[], None]]] = {_linear: bind_linear,
+                                                          _layer_norm: bind_layer_norm}

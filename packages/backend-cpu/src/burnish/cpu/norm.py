@@ -13,6 +13,8 @@ while the weight's and the bias's gradients gather in per-run column sums.
 from __future__ import annotations
 
 import ctypes
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -132,11 +134,20 @@ class NativeNorm:
         """``out`` from ``x`` (both contiguous ``[rows, d]``), ``weight`` and ``bias``
         (contiguous ``[d]``), normalised over each row; each row's mean and ``1 / sqrt(var +
         epsilon)`` into ``mean`` and ``invstd`` (contiguous, ``rows`` elements) where given."""
+        self.bind_layer_norm(x, weight, bias, out, epsilon, mean, invstd)()
+
+    def bind_layer_norm(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray,
+                        out: np.ndarray, epsilon: float, mean: np.ndarray | None = None,
+                        invstd: np.ndarray | None = None) -> Callable[[], None]:
+        """``layer_norm`` of these arrays as a call of no arguments (a replay's: its C
+        arguments converted once)."""
         rows, d = x.shape
         stats = (None, None) if mean is None or invstd is None else (mean.ctypes.data,
                                                                       invstd.ctypes.data)
-        self.entries[x.dtype.name](x.ctypes.data, weight.ctypes.data, bias.ctypes.data, rows,
-                                   d, epsilon, out.ctypes.data, *stats)
+        call = functools.partial(self.entries[x.dtype.name], x.ctypes.data, weight.ctypes.data,
+                                 bias.ctypes.data, rows, d, epsilon, out.ctypes.data, *stats)
+        call.keep = (x, weight, bias, out, mean, invstd)  # type: ignore[attr-defined]
+        return call
 
     def layer_norm_backward(self, x: np.ndarray, weight: np.ndarray, mean: np.ndarray,
                             invstd: np.ndarray, grad: np.ndarray, dx: np.ndarray,

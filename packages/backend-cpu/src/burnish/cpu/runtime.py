@@ -24,6 +24,7 @@ from burnish.cpu.compiler import Compiler
 from burnish.cpu.conv import NativeConv, geometry
 from burnish.cpu.int8_gemm import Int8Gemm
 from burnish.cpu.int8_quantize import Int8Quantize
+from burnish.cpu.module_ops import BINDERS as module_binders
 from burnish.cpu.norm import NativeNorm
 from burnish.cpu.pool import NativePool
 from burnish.cpu.recurrent import NativeRecurrent, weight_layout
@@ -297,6 +298,18 @@ class CpuRuntime(Runtime):
         self.host(_cat, [x for x, _ in parts], (out,), dim)
         return True
 
+    def library_select(self, out: JitTensor, x: JitTensor, dim: int,
+                       indices: JitTensor) -> bool:
+        """A ``select`` (an embedding's rows) as one host call of NumPy's ``take``: whole rows
+        copied at memcpy's speed (the generated ``gather`` works out every element's
+        coordinates and its index, several times slower)."""
+        name = x.dtype.name
+        if (name not in _NUMPY_DTYPES or self.generator.storage_numpy(name) != np.dtype(name)
+                or indices.dtype.name not in ("int32", "int64") or not x.shape[dim]):
+            return False  # (an empty dim: every index is out of bounds, the kernel's check)
+        self.host(_select, (x, indices), (out,), dim)
+        return True
+
     @functools.cached_property
     def int8_gemm(self) -> Int8Gemm:
         """Products of 8-bit integers in compiled C (made at the first use)."""
@@ -424,13 +437,6 @@ def _bind_conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> Callable[[], No
                                transposed)
 
 
-#: Host functions whose replays bind their arrays once: ``CpuRuntime.program`` replays
-#: ``binder(*arrays, *extra)``, a call of no arguments, instead of the function (a
-#: convolution's 14 C arguments, from NumPy's ``ctypes`` attributes, cost more than a small
-#: one's work).
-_BINDERS: dict[Any, Callable[..., Callable[[], None]]] = {_conv: _bind_conv}
-
-
 def _max_pool(x: np.ndarray, *rest: Any) -> None:
     """``NativePool.forward`` with the arguments ``CpuRuntime.library_max_pool`` recorded."""
     *outputs, words, native = rest
@@ -440,9 +446,23 @@ def _max_pool(x: np.ndarray, *rest: Any) -> None:
 
 def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *rest: Any) -> None:
     """``NativeAttention.forward`` with what ``CpuRuntime.library_attention`` recorded."""
+    native, arguments = _attention_arguments(q, k, v, *rest)
+    native.forward(*arguments)
+
+
+def _bind_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                    *rest: Any) -> Callable[[], None]:
+    """``_attention`` of these arrays as a call of no arguments
+    (``NativeAttention.bind_forward``)."""
+    native, arguments = _attention_arguments(q, k, v, *rest)
+    return native.bind_forward(*arguments)
+
+
+def _attention_arguments(q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                         *rest: Any) -> tuple[NativeAttention, tuple]:
     *tensors, causal, scale, native = rest
     mask, (out, lse) = (tensors[0], tensors[1:]) if len(tensors) == 3 else (None, tensors)
-    native.forward(q, k, v, mask, out, lse, causal, scale)
+    return native, (q, k, v, mask, out, lse, causal, scale)
 
 
 def _attention_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, grad: np.ndarray,
@@ -458,6 +478,12 @@ def _cat(*rest: Any) -> None:
     np.concatenate(parts, axis=dim, out=out)
 
 
+def _select(x: np.ndarray, indices: np.ndarray, out: np.ndarray, dim: int) -> None:
+    """``CpuRuntime.library_select``: the slices of ``x`` along ``dim`` at ``indices``,
+    clamped into the dim."""
+    np.take(x, indices, axis=dim, out=out, mode="clip")
+
+
 def _recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: Any) -> None:
     """``NativeRecurrent.layer`` with what ``CpuRuntime.library_recurrent`` recorded."""
     *arrays, lstm, biased, reverse, native = rest
@@ -468,3 +494,11 @@ def _recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: Any) ->
         bias = arrays.pop(0) if biased else None
         out, last_h = arrays
         native.layer(x, weight, bias, h0, None, out, last_h, None, reverse)
+
+
+#: Host functions whose replays bind their arrays once: ``CpuRuntime.program`` replays
+#: ``binder(*arrays, *extra)``, a call of no arguments, instead of the function (a
+#: convolution's 14 C arguments, from NumPy's ``ctypes`` attributes, cost more than a small
+#: one's work; a product's plan and a bias pass in NumPy, more than a small product).
+_BINDERS: dict[Any, Callable[..., Callable[[], None]]] = {
+    _conv: _bind_conv, _attention: _bind_attention, **module_binders}

@@ -215,7 +215,8 @@ def fuse(graph: Graph) -> None:
     """Replace recognised patterns by one node: ``MatMul`` by a constant matrix (and the
     ``Add`` of a constant bias) becomes ``burnish.Linear``; ``x * 0.5 * (1 + erf(x / sqrt(2)))``
     becomes ``Gelu``; ``Softmax(q @ k^T, scaled) @ v`` becomes ``burnish.Attention``;
-    ``Reshape``, ``Transpose``, ``Reshape`` becomes ``burnish.Relayout``."""
+    ``Reshape``, ``Transpose``, ``Reshape`` becomes ``burnish.Relayout``; a product of rows
+    between two transposes loses the second (``_move_row_transpose``)."""
     users = _consumers(graph)
     producers = _producers(graph)
     removed: set[int] = set()
@@ -231,6 +232,8 @@ def fuse(graph: Graph) -> None:
             _fuse_attention(node, producers, users, removed, replaced)
         elif node.op_type == "Reshape":
             _fuse_relayout(node, users, removed, replaced)
+        elif node.op_type == "Transpose":
+            _move_row_transpose(node, users, removed, replaced)
     graph.nodes = [replaced.get(id(n), n) for n in graph.nodes if id(n) not in removed]
 
 
@@ -333,6 +336,86 @@ def _fuse_relayout(first: Node, users, removed: set[int], replaced: dict[int, No
                  {"shape": list(shape), "perm": list(perm), "to": list(to)}, 1, first.proto)
     removed.update((id(first), id(transpose)))
     replaced[id(last)] = fused
+
+
+def _move_row_transpose(first: Node, users, removed: set[int], replaced: dict[int, Node]
+                        ) -> None:
+    """``Transpose(p)``, ``Reshape([m, k])``, a product of each row by one matrix (``MatMul``
+    or ``Gemm`` by a 2-d ``b``), ``Reshape`` back to the leading dims, ``Transpose(q)`` of
+    those (the intermediates read by nothing else: ``nn.MultiheadAttention``'s output
+    projection, exported with batch_first) becomes ``Transpose(r)``, ``Reshape``, the
+    product, ``Reshape``: the rows taken in the final order to begin with (``r``, ``p``'s
+    leading dims in ``q``'s order), so the result is plain instead of a transposed view that
+    every later op reads at a stride. Only where the first reshape copies anyway (for a
+    plain input): there, the second transpose is all that changes."""
+    x, perm = first.input(0), first.attr("perm")
+    dims = None if x is None else x.static_shape()
+    if dims is None or perm is None or sorted(perm) != list(range(len(dims))) \
+            or id(first) in replaced:
+        return
+    flatten = _only_user(users, first.outputs[0], "Reshape")
+    rows = None if flatten is None else flatten.ints(1)
+    if flatten is None or rows is None or len(rows) != 2 or not all(d > 0 for d in rows):
+        return
+    product = (_only_user(users, flatten.outputs[0], "MatMul")
+               or _only_user(users, flatten.outputs[0], "Gemm"))
+    if product is None or product.input(0) is not flatten.outputs[0] or not _row_wise(product):
+        return
+    back = _only_user(users, product.outputs[0], "Reshape")
+    restored = None if back is None else back.ints(1)
+    moved = [dims[p] for p in perm]
+    lead = len(restored) - 1 if restored else 0
+    if back is None or restored is None or lead < 1 or restored[:lead] != moved[:lead] \
+            or not all(d > 0 for d in restored) \
+            or math.prod(moved[:lead]) != rows[0] or math.prod(moved[lead:]) != rows[1]:
+        return
+    last = _only_user(users, back.outputs[0], "Transpose")
+    order = None if last is None else last.attr("perm")
+    if last is None or order is None or sorted(order) != list(range(lead + 1)) \
+            or order[lead] != lead:
+        return
+    if any(id(n) in removed or id(n) in replaced for n in (flatten, product, back, last)) \
+            or _viewable(dims, perm, rows):
+        return
+    now = [perm[o] for o in order[:lead]] + list(perm[lead:])
+    first.attrs = {**first.attrs, "perm": now}
+    if first.outputs[0] is not None:
+        first.outputs[0].shape = tuple(dims[p] for p in now)
+    target = [restored[o] for o in order]
+    shape = Value(f"{back.name}_rows_shape", onnx.TensorProto.INT64, (len(target),),
+                  np.array(target, np.int64))
+    back.inputs = [back.input(0), shape]
+    back.outputs = [last.outputs[0]]
+    removed.add(id(last))
+
+
+def _row_wise(product: Node) -> bool:
+    """Whether ``product`` (MatMul or Gemm of a 2-d ``a``) makes each output row from the
+    same row of ``a`` alone: a 2-d ``b``, and Gemm's ``c`` (if any) the same for every row."""
+    b = product.input(1)
+    if b is None or b.rank != 2:
+        return False
+    if product.op_type == "MatMul":
+        return True
+    if product.attr("transA", 0):
+        return False
+    c = product.input(2)
+    return c is None or (c.shape is not None and (len(c.shape) < 2 or c.shape[0] == 1))
+
+
+def _viewable(dims: list[int], perm: list[int], rows: list[int]) -> bool:
+    """Whether a plain tensor of ``dims``, transposed by ``perm``, reshapes to ``rows``
+    without a copy."""
+    strides = [0] * len(dims)
+    step = 1
+    for d in reversed(range(len(dims))):
+        strides[d], step = step, step * dims[d]
+    plain = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), dims, strides)
+    try:
+        np.reshape(plain.transpose(perm), rows, copy=False)
+    except ValueError:
+        return False
+    return True
 
 
 #: The dtypes of the attention ``_fuse_attention`` hands to one op (``ops.softmax`` rounds

@@ -161,6 +161,13 @@ class Runtime(ABC):
         step. Runtimes without such a library keep this default."""
         return None
 
+    def library_select(self, out: Any, x: Any, dim: int, indices: Any) -> bool:
+        """Let a library write ``out`` (plain) = the slices of ``x`` (any strides) along
+        ``dim`` at the 1-d int ``indices`` (any stride, at least one), each index clamped into
+        the dim as the ``gather`` kernel does; False, with nothing enqueued, leaves it to that
+        kernel. Runtimes without such a library keep this default."""
+        return False
+
     def library_cat(self, out: Any, parts: Sequence[tuple[Any, int]], dim: int) -> bool:
         """Let a library write ``out`` (plain) from ``parts``: ``(x, start)`` with ``x`` at
         ``start`` along ``dim``, side by side and together all of ``out`` (``JitTensor``s of

@@ -53,6 +53,8 @@ class JitLayoutOps(LayoutOps):
     def select(self, x, dim, indices):
         shape = x.shape[:dim] + (indices.shape[0],) + x.shape[dim + 1:]
         out = self._new(shape, x.dtype, x.device)
+        if indices.shape[0] and x.runtime.library_select(out, x, dim, indices):
+            return out
         strides = _along(dim, x.ndim, indices.strides[0])
         index_kernels.gather(out, x, dim, indices, strides)
         return out
