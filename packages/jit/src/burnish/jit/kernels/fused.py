@@ -32,7 +32,7 @@ from burnish.jit.kernels.elementwise import (
     scalar_words,
 )
 from burnish.jit.kernels.matmul import Epilogue, Layout, matmul
-from burnish.jit.kernels.reduce import OneLaunch, Source, loads_in_flight, reduce
+from burnish.jit.kernels.reduce import OneLaunch, Source, reduce
 from burnish.jit.runtime import Runtime, grid
 from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
@@ -274,8 +274,7 @@ class _Plan:
             position, launch = self.reduction
             reduced = self.key[2][position][1][0][1]  # the reduction's input, a value ("v", j)
             return launch.kernel(self.nodes[reduced].dtype.name, self.targets[0].dtype.name,
-                                 _Prologue(self, reduced),
-                                 loads_in_flight(self.targets[0].runtime.generator))
+                                 _Prologue(self, reduced))
         k = KernelBuilder("fused", (WORKGROUP, 1, 1))
         outs, bufs = self.declare(k)
 

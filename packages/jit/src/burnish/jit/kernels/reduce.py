@@ -25,7 +25,7 @@ store, which is what accumulating in the dtype itself gives.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from burnish.dtype import DType, bool_, get_dtype, int64
 from burnish.jit import autotune, ir, lazy
@@ -208,49 +208,10 @@ class Source:
         return self.x[position]
 
 
-#: Elements an invocation of a reduction on the GPU generators loads at once while walking its
-#: run (``Generator.elements_per_invocation`` > 1): one load at a time leaves a walk bound by
-#: the memory's latency.
-LOADS_IN_FLIGHT = 4
-
-
-def loads_in_flight(generator) -> int:
-    """How many elements each step of a reduction's walk loads on ``generator``."""
-    return LOADS_IN_FLIGHT if generator.elements_per_invocation > 1 else 1
-
-
-def _walk(k: KernelBuilder, acc: _Accumulator, state: list[ir.Var], start: ir.Expr,
-          stop: ir.Expr, step: int, element: Callable[[ir.Expr], list[ir.Expr]],
-          several: int) -> None:
-    """Fold ``element(j)`` for ``j`` in ``range(start, stop, step)`` into ``state``, in that
-    order. With ``several``, each turn of the loop loads that many elements before folding
-    them (the same order, so the same result), those past ``stop`` loading the last one and
-    folding nothing."""
-    if several == 1:
-        with k.for_(start, stop, step, name="j") as j:
-            acc.combine(k, state, element(j))
-        return
-    last = k.let(stop - 1, "last")
-    with k.for_(start, stop, step * several, name="j") as j:
-        loaded = [(None, [k.let(v, "x") for v in element(j)])]  # j < stop: in range
-        for q in range(1, several):
-            jq = k.let(j + q * step, "jq")
-            at = k.let(ir.select(jq < stop, jq, last), "at")
-            loaded.append((jq, [k.let(v, "x") for v in element(at)]))
-        for jq, values in loaded:
-            if jq is None:
-                acc.combine(k, state, values)
-                continue
-            with k.if_(jq < stop):
-                acc.combine(k, state, values)
-
-
 def _build(op: str, in_dtype: str, out_dtypes: tuple[str, ...], n_kept: int, n_red: int,
-           strategy: str, stage: str, source: Source | None = None,
-           several: int = 1) -> ir.Kernel:
+           strategy: str, stage: str, source: Source | None = None) -> ir.Kernel:
     """``stage``: ``final`` writes the op's results, ``partial`` writes accumulator states per
-    chunk, ``combine`` reads such states (values, then int32 positions) and writes results;
-    ``several``: elements loaded at once by each step of an invocation's walk (``_walk``)."""
+    chunk, ``combine`` reads such states (values, then int32 positions) and writes results."""
     acc = _Accumulator(op, ir.compute_type(in_dtype))
     k = KernelBuilder(f"reduce_{op}_{strategy}", (WORKGROUP, 1, 1))
     outs = [k.buffer("out", d, writable=True) for d in out_dtypes]
@@ -282,7 +243,8 @@ def _build(op: str, in_dtype: str, out_dtypes: tuple[str, ...], n_kept: int, n_r
         stop = k.let(ir.call("min", start + k.info(3), k.info(1)), "stop")
         base = strided_offsets(k, o, n_kept, kept_shape, [kept_strides], [k.info(5)])[0]
         state = acc.start(k)
-        _walk(k, acc, state, start, stop, 1, lambda j: element_at(base, j), several)
+        with k.for_(start, stop, name="j") as j:
+            acc.combine(k, state, element_at(base, j))
         _store(k, acc, stage, outs, o * k.info(2) + c, state)
         return k.build()
     if strategy == "loop":
@@ -291,7 +253,8 @@ def _build(op: str, in_dtype: str, out_dtypes: tuple[str, ...], n_kept: int, n_r
             k.return_()
         base = strided_offsets(k, o, n_kept, kept_shape, [kept_strides], [k.info(5)])[0]
         state = acc.start(k)
-        _walk(k, acc, state, 0, k.info(1), 1, lambda j: element_at(base, j), several)
+        with k.for_(0, k.info(1), name="j") as j:
+            acc.combine(k, state, element_at(base, j))
         _store(k, acc, stage, outs, o, state)
         return k.build()
 
@@ -307,7 +270,8 @@ def _build(op: str, in_dtype: str, out_dtypes: tuple[str, ...], n_kept: int, n_r
     stop = k.let(ir.call("min", start + k.info(3), k.info(1)), "stop")
     base = strided_offsets(k, o, n_kept, kept_shape, [kept_strides], [k.info(5)])[0]
     state = acc.start(k)
-    _walk(k, acc, state, start + t, stop, WORKGROUP, lambda j: element_at(base, j), several)
+    with k.for_(start + t, stop, WORKGROUP, name="j") as j:
+        acc.combine(k, state, element_at(base, j))
     for arr, var in zip(shared, state):
         k.shared_store(arr, t, var)
     k.barrier()
@@ -372,8 +336,7 @@ def _launch(op: str, src: JitTensor, extra: JitTensor | None, outs: Sequence[Jit
             *kept[0], *kept[1], *red[0], *red[1]]
 
     def build() -> ir.Kernel:
-        return _build(op, src.dtype.name, out_names, len(kept[0]), len(red[0]), strategy, stage,
-                      several=loads_in_flight(runtime.generator))
+        return _build(op, src.dtype.name, out_names, len(kept[0]), len(red[0]), strategy, stage)
 
     buffers = [o.buffer for o in outs] + [src.buffer] + ([extra.buffer] if extra else [])
     if strategy == "loop":
@@ -582,10 +545,9 @@ class OneLaunch:
     def workgroups(self) -> int:
         return -(-self.n_out // WORKGROUP) if self.strategy == "loop" else self.n_out
 
-    def kernel(self, in_dtype: str, out_dtype: str, source: Source, several: int = 1
-               ) -> ir.Kernel:
+    def kernel(self, in_dtype: str, out_dtype: str, source: Source) -> ir.Kernel:
         return _build(self.op, in_dtype, (out_dtype,), *self.dims, self.strategy, "final",
-                      source, several)
+                      source)
 
 
 #: Reductions done in one launch, by call signature (generator, op, dtype, layout, dim,
