@@ -201,7 +201,7 @@ RECURRENT = [  # seq, batch, hidden, threads (None: the runtime's), reverse
     (6, 3, 5, None, False),
     (6, 3, 5, 2, True),     # two threads on a layer too small to be split by default
     (4, 8, 128, None, True),
-    (3, 2, 3, 3, False),    # as many threads as hidden units
+    (3, 2, 3, 3, False),    # more threads than blocks
     (0, 2, 4, None, False),
 ]
 
@@ -213,11 +213,12 @@ def test_recurrent_layers_match_ndarray(case, dtype, monkeypatch):
 
     seq, batch, hidden, threads, reverse = case
     calls: list[int] = []
-    original = cpu_recurrent.NativeRecurrent.layer
-    monkeypatch.setattr(cpu_recurrent.NativeRecurrent, "layer",
+    original = cpu_recurrent.NativeRecurrent.bind
+    monkeypatch.setattr(cpu_recurrent.NativeRecurrent, "bind",
                         lambda self, *args: calls.append(1) or original(self, *args))
-    if threads is not None:
-        monkeypatch.setattr(cpu_recurrent, "MIN_PARALLEL_MACS", 0)
+    if threads is not None:  # the steps split in blocks of one unit and more
+        monkeypatch.setattr(cpu_recurrent, "BLOCK_MACS", 1)
+        monkeypatch.setattr(cpu_recurrent, "BLOCK_UNITS", 1)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((seq, batch, 4 * hidden)).astype(dtype)
     w = (rng.standard_normal((hidden, 4 * hidden)) / np.sqrt(hidden)).astype(dtype)
@@ -241,3 +242,107 @@ def test_recurrent_layers_match_ndarray(case, dtype, monkeypatch):
     for got, expected in zip(results["cpu"], results["ndarray"]):
         np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
     assert len(calls) == 2
+
+
+def _recurrent_inputs(seq, batch, hidden, dtype, seed=6):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((seq, batch, 4 * hidden)).astype(dtype)
+    w = (rng.standard_normal((hidden, 4 * hidden)) / np.sqrt(hidden)).astype(dtype)
+    h, c = (rng.standard_normal((batch, hidden)).astype(dtype) for _ in range(2))
+    bias = rng.standard_normal(3 * hidden).astype(dtype)
+    return x, w, h, c, bias
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_recurrent_layers_are_the_same_on_any_thread_count(dtype, monkeypatch):
+    """A layer's steps split in blocks (by its sizes alone) give the same bits on one thread,
+    on several, and beside another layer (``NativeRecurrent.together``)."""
+    cpu = burnish.backend("cpu")
+    native = cpu.runtime(cpu.default_device()).native_recurrent
+    if not native.entries:
+        pytest.skip("no OpenBLAS or no OpenMP")
+    from burnish.cpu.recurrent import blocks
+
+    seq, batch, hidden = 5, 8, 128
+    assert blocks(batch, 4, hidden) > 1 and blocks(batch, 3, hidden) > 1
+    x, w, h, c, bias = _recurrent_inputs(seq, batch, hidden, dtype)
+    results = {}
+    for threads in (1, 2, 3, "together"):
+        monkeypatch.setattr(native, "threads", 2 if threads == "together" else threads)
+        outputs = [np.empty((seq, batch, hidden), dtype) for _ in range(2)]
+        states = [np.empty((batch, hidden), dtype) for _ in range(3)]
+        lstm = native.bind(x, w, None, h, c, outputs[0], states[0], states[1], False)
+        gru = native.bind(x[..., :3 * hidden], w[:, :3 * hidden], bias, h, None, outputs[1],
+                          states[2], None, True)
+        if threads == "together":
+            both = native.together([lstm, gru])
+            assert both is not None and len(both.layers) == 2
+            both()
+        else:
+            assert lstm.threads == min(threads, blocks(batch, 4, hidden))
+            lstm()
+            gru()
+        results[threads] = [*outputs, *states]
+    for threads in (2, 3, "together"):
+        for got, expected in zip(results[threads], results[1]):
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_recurrent_layers_that_share_memory_do_not_run_together():
+    cpu = burnish.backend("cpu")
+    native = cpu.runtime(cpu.default_device()).native_recurrent
+    if not native.entries or native.threads < 2:
+        pytest.skip("no OpenBLAS or no OpenMP, or one thread")
+    seq, batch, hidden = 3, 2, 4
+    x, w, h, c, _ = _recurrent_inputs(seq, batch, hidden, "float32")
+    out, last_h, last_c = (np.empty((seq, batch, hidden), np.float32),
+                           np.empty((batch, hidden), np.float32),
+                           np.empty((batch, hidden), np.float32))
+    first = native.bind(x, w, None, h, c, out, last_h, last_c, False)
+    # The second starts from the first's final state: it must wait for it.
+    after = native.bind(x, w, None, last_h, last_c, *(np.empty_like(a) for a in
+                                                       (out, last_h, last_c)), False)
+    assert native.together([first, after]) is None
+    # Writing what the other reads (its input gates) is no better.
+    overwrite = native.bind(np.zeros_like(x), w, None, h, c, x[:, :, :hidden], *(
+        np.empty_like(a) for a in (last_h, last_c)), False)
+    assert native.together([first, overwrite]) is None
+    apart = native.bind(x, w, None, h, c, *(np.empty_like(a) for a in (out, last_h, last_c)),
+                        True)
+    assert native.together([first, apart]) is not None
+
+
+def test_a_captured_bidirectional_layer_runs_its_directions_together(monkeypatch):
+    """Both directions of a layer, independent, in one command of the replay; a layer that
+    starts from another's final state after it; the replays' results are the eager ones."""
+    from burnish.cpu import runtime as cpu_runtime
+
+    cpu = burnish.backend("cpu")
+    native = cpu.runtime(cpu.default_device()).native_recurrent
+    if not native.entries or native.threads < 2:
+        pytest.skip("no OpenBLAS or no OpenMP, or one thread")
+    programs = []
+    original = cpu_runtime.CpuRuntime.program
+    monkeypatch.setattr(cpu_runtime.CpuRuntime, "program",
+                        lambda self, commands: programs.append(original(self, commands))
+                        or programs[-1])
+    F = burnish.functional
+    seq, batch, hidden = 6, 8, 128
+    x, w, h, c, _ = _recurrent_inputs(seq, batch, hidden, "float32")
+    tensors = [Tensor.from_data(a, device="cpu") for a in (x, w, h, c)]
+
+    def layers(x, w, h, c):
+        forward, h1, c1 = F.lstm_sequence(x, w, h, c)
+        backward, _, _ = F.lstm_sequence(x * 0.5, w, h, c, reverse=True)
+        after, h2, _ = F.lstm_sequence(x, w, h1, c1)  # reads the forward layer's state
+        return forward, backward, after, h2
+
+    eager = [t.to_numpy() for t in layers(*tensors)]
+    captured = burnish.capture(layers)
+    for _ in range(4):
+        got = [t.to_numpy() for t in captured(*tensors)]
+        for a, b in zip(got, eager):
+            np.testing.assert_array_equal(a, b)
+    assert captured.stats()[0]["replays"] >= 2, captured.stats()
+    bound = [fn for fn, _ in programs[-1] if isinstance(fn, cpu_runtime.BoundLayers)]
+    assert [len(b.layers) for b in bound] == [2, 1]

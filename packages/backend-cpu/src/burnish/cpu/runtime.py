@@ -26,7 +26,7 @@ from burnish.cpu.int8_gemm import Int8Gemm
 from burnish.cpu.int8_quantize import Int8Quantize
 from burnish.cpu.norm import NativeNorm
 from burnish.cpu.pool import NativePool
-from burnish.cpu.recurrent import NativeRecurrent, weight_layout
+from burnish.cpu.recurrent import BoundLayers, NativeRecurrent, weight_layout
 from burnish.cpu.reduce import NativeReduce
 from burnish.cpu.rows import NativeRows
 from burnish.jit import ir
@@ -326,6 +326,8 @@ class CpuRuntime(Runtime):
                 program[i] = (binder(*arrays), ()) if binder else (host_fn, arrays)
             elif getattr(fn, "__func__", None) is CpuRuntime.dispatch:
                 program[i] = (_bound_launch(*args), ())
+        if any(isinstance(fn, BoundLayers) for fn, _ in program):
+            program = _concurrent_layers(program, self.native_recurrent)
         return program
 
     def replayer(self, commands: Sequence[tuple]) -> Any:
@@ -424,13 +426,6 @@ def _bind_conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> Callable[[], No
                                transposed)
 
 
-#: Host functions whose replays bind their arrays once: ``CpuRuntime.program`` replays
-#: ``binder(*arrays, *extra)``, a call of no arguments, instead of the function (a
-#: convolution's 14 C arguments, from NumPy's ``ctypes`` attributes, cost more than a small
-#: one's work).
-_BINDERS: dict[Any, Callable[..., Callable[[], None]]] = {_conv: _bind_conv}
-
-
 def _max_pool(x: np.ndarray, *rest: Any) -> None:
     """``NativePool.forward`` with the arguments ``CpuRuntime.library_max_pool`` recorded."""
     *outputs, words, native = rest
@@ -460,11 +455,43 @@ def _cat(*rest: Any) -> None:
 
 def _recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: Any) -> None:
     """``NativeRecurrent.layer`` with what ``CpuRuntime.library_recurrent`` recorded."""
+    _bind_recurrent(x, weight, h0, *rest)()
+
+
+def _bind_recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: Any
+                    ) -> BoundLayers:
+    """``_recurrent`` of these arrays as a call of no arguments (``NativeRecurrent.bind``)."""
     *arrays, lstm, biased, reverse, native = rest
     if lstm:
         c0, out, last_h, last_c = arrays
-        native.layer(x, weight, None, h0, c0, out, last_h, last_c, reverse)
-    else:
-        bias = arrays.pop(0) if biased else None
-        out, last_h = arrays
-        native.layer(x, weight, bias, h0, None, out, last_h, None, reverse)
+        return native.bind(x, weight, None, h0, c0, out, last_h, last_c, reverse)
+    bias = arrays.pop(0) if biased else None
+    out, last_h = arrays
+    return native.bind(x, weight, bias, h0, None, out, last_h, None, reverse)
+
+
+#: Host functions whose replays bind their arrays once: ``CpuRuntime.program`` replays
+#: ``binder(*arrays, *extra)``, a call of no arguments, instead of the function (a
+#: convolution's 14 C arguments, from NumPy's ``ctypes`` attributes, cost more than a small
+#: one's work).
+_BINDERS: dict[Any, Callable[..., Callable[[], None]]] = {_conv: _bind_conv,
+                                                          _recurrent: _bind_recurrent}
+
+
+def _concurrent_layers(program: list[tuple[Any, tuple]], native: NativeRecurrent
+                       ) -> list[tuple[Any, tuple]]:
+    """``program`` with each run of adjacent independent single-threaded recurrent layers (a
+    bidirectional layer's two directions) as one call that runs them at once, one thread each
+    (``NativeRecurrent.together``): a small layer's steps cannot use two threads (they would
+    meet at every step), two layers can."""
+    merged: list[tuple[Any, tuple]] = []
+    for fn, args in program:
+        last = merged[-1][0] if merged else None
+        if isinstance(fn, BoundLayers) and isinstance(last, BoundLayers) \
+                and len(last.layers) < native.threads:
+            both = native.together([last, fn])
+            if both is not None:
+                merged[-1] = (both, ())
+                continue
+        merged.append((fn, args))
+    return merged
