@@ -237,11 +237,16 @@ def test_recurrent_layers_match_ndarray(case, dtype, monkeypatch):
             Tensor.from_data(np.ascontiguousarray(w[:, :3 * hidden].T), device=device)
             .transpose(), Tensor.from_data(bias, device=device),
             Tensor.from_data(h, device=device), reverse)
-        results[device] = [t.to_numpy() for t in (*lstm, *gru)]
+        # input gates whose last dim is not contiguous (the cell's strided loads)
+        gates_last = Tensor.from_data(np.ascontiguousarray(x.transpose(2, 0, 1)),
+                                      device=device).permute([1, 2, 0])
+        strided = burnish.functional.lstm_sequence(
+            gates_last, *(Tensor.from_data(a, device=device) for a in (w, h, c)), reverse)
+        results[device] = [t.to_numpy() for t in (*lstm, *gru, *strided)]
     tol = 1e-5 if dtype == "float32" else 1e-12
     for got, expected in zip(results["cpu"], results["ndarray"]):
         np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
-    assert len(calls) == 2
+    assert len(calls) == 3
 
 
 def _recurrent_inputs(seq, batch, hidden, dtype, seed=6):

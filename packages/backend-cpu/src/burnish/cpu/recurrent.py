@@ -73,6 +73,34 @@ static void burnish_recurrent_wait(int64_t *done, int64_t count) {
         if (spins > 2000) sched_yield();
 }
 
+/* The cell over the units [0, width) of one row of a block: gb its gates' products, xb its
+   input gates (stride X2), bh (GRU) the hidden bias, hb the previous state, cb (LSTM) the
+   cell state, yb the new state. */
+#define LSTM_CELL(T, EXP, TANH, X2)                                                           \
+    {                                                                                        \
+        _Pragma("omp simd")                                                                 \
+        for (int64_t u = 0; u < width; u++) {                                                \
+            T i = (T)1 / ((T)1 + EXP(-(gb[u] + xb[u * X2])));                                \
+            T f = (T)1 / ((T)1 + EXP(-(gb[width + u] + xb[(hidden + u) * X2])));             \
+            T c = TANH(gb[2 * width + u] + xb[(2 * hidden + u) * X2]);                       \
+            T o = (T)1 / ((T)1 + EXP(-(gb[3 * width + u] + xb[(3 * hidden + u) * X2])));     \
+            T next = f * cb[u] + i * c;                                                      \
+            cb[u] = next;                                                                    \
+            yb[u] = o * TANH(next);                                                          \
+        }                                                                                    \
+    }
+#define GRU_CELL(T, EXP, TANH, X2)                                                            \
+    {                                                                                        \
+        _Pragma("omp simd")                                                                 \
+        for (int64_t u = 0; u < width; u++) {                                                \
+            T r = (T)1 / ((T)1 + EXP(-(xb[u * X2] + gb[u] + bh[u])));                        \
+            T z = (T)1 / ((T)1 + EXP(-(xb[(hidden + u) * X2] + gb[width + u] +               \
+                                      bh[hidden + u])));                                     \
+            T n = TANH(xb[(2 * hidden + u) * X2] + r * (gb[2 * width + u] + bh[2 * hidden + u])); \
+            yb[u] = n + z * (hb[u] - n);                                                     \
+        }                                                                                    \
+    }
+
 #define RECURRENT(NAME, T, I, EXP, TANH)                                                      \
 typedef void (*NAME##_gemm)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
                                                                                              \
@@ -151,30 +179,11 @@ static int NAME##_layer(const burnish_recurrent_layer *a) {                     
                 int64_t at = b * hidden + j0, x2 = xs[2];                                    \
                 T *cb = cell + at, *yb = y + at;                                             \
                 const T *hb = h + at;                                                        \
-                if (gates == 4) {                                                            \
-                    _Pragma("omp simd")                                                     \
-                    for (int64_t u = 0; u < width; u++) {                                    \
-                        T i = (T)1 / ((T)1 + EXP(-(gb[u] + xb[u * x2])));                    \
-                        T f = (T)1 / ((T)1 + EXP(-(gb[width + u] +                           \
-                                                  xb[(hidden + u) * x2])));                  \
-                        T c = TANH(gb[2 * width + u] + xb[(2 * hidden + u) * x2]);           \
-                        T o = (T)1 / ((T)1 + EXP(-(gb[3 * width + u] +                       \
-                                                  xb[(3 * hidden + u) * x2])));              \
-                        T next = f * cb[u] + i * c;                                          \
-                        cb[u] = next;                                                        \
-                        yb[u] = o * TANH(next);                                              \
-                    }                                                                        \
-                } else {                                                                     \
-                    _Pragma("omp simd")                                                     \
-                    for (int64_t u = 0; u < width; u++) {                                    \
-                        T r = (T)1 / ((T)1 + EXP(-(xb[u * x2] + gb[u] + bh[u])));            \
-                        T z = (T)1 / ((T)1 + EXP(-(xb[(hidden + u) * x2] + gb[width + u] +   \
-                                                  bh[hidden + u])));                         \
-                        T n = TANH(xb[(2 * hidden + u) * x2] +                               \
-                                   r * (gb[2 * width + u] + bh[2 * hidden + u]));            \
-                        yb[u] = n + z * (hb[u] - n);                                         \
-                    }                                                                        \
-                }                                                                            \
+                /* input gates of stride 1 (the usual case): plain vector loads */         \
+                if (gates == 4 && x2 == 1) LSTM_CELL(T, EXP, TANH, 1)                       \
+                else if (gates == 4) LSTM_CELL(T, EXP, TANH, x2)                            \
+                else if (x2 == 1) GRU_CELL(T, EXP, TANH, 1)                                 \
+                else GRU_CELL(T, EXP, TANH, x2)                                             \
             }                                                                                \
             __atomic_fetch_add(done + s, 1, __ATOMIC_RELEASE);                               \
         }                                                                                    \
