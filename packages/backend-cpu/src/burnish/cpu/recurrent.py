@@ -202,12 +202,12 @@ static int NAME##_layer(const burnish_recurrent_layer *a) {                     
 }                                                                                            \
                                                                                              \
 /* count independent layers (none reads what another writes): one alone on its threads;     \
-   several at once, each on one thread of a team of ``threads``. Returns nonzero when memory \
-   ran out. */                                                                               \
+   several at once, each on one thread of a team of ``threads``, taken as the threads come  \
+   (a thread that starts late finds the layers done). Returns nonzero when memory ran out. */\
 int NAME##_layers(const burnish_recurrent_layer *layers, int64_t count, int threads) {       \
     if (count == 1) return NAME##_layer(layers);                                             \
     int failed = 0;                                                                          \
-    _Pragma("omp parallel for num_threads(threads) schedule(static, 1) reduction(|: failed)") \
+    _Pragma("omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(|: failed)") \
     for (int64_t i = 0; i < count; i++) failed |= NAME##_layer(layers + i);                  \
     return failed;                                                                           \
 }
