@@ -49,6 +49,42 @@ def test_products_in_every_layout_blas_takes_match_float64(gemm, dtype, monkeypa
                                    err_msg=f"{(m, k, n)} ta={ta} tb={tb} batch={batch}")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_products_with_a_bias_set_by_the_threads_match_float64(gemm, dtype, monkeypatch):
+    """``product(..., bias=)``: each task sets its block to the bias before adding its product
+    (every split, batch and layout); a bias it cannot take is refused, not misread."""
+    rng = np.random.default_rng(2)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    for split, ((m, k, n), ta, batch) in itertools.product(
+            (0, None), [((3, 5, 7), 0, ()), ((64, 288, 576), 1, (3,)), ((257, 129, 3), 0, (2,)),
+                        ((2, 600, 900), 1, ()), ((3, 0, 4), 0, ()), ((1, 4, 4), 0, ())]):
+        if split is not None:  # every product split: each part its own block of the bias
+            monkeypatch.setattr(blas, "MIN_SPLIT_MACS", split)
+        else:
+            monkeypatch.undo()
+        blas._plan.cache_clear()
+        stored = rng.standard_normal((*batch, k, m) if ta else (*batch, m, k)).astype(dtype)
+        a = stored.swapaxes(-1, -2) if ta else stored
+        b = rng.standard_normal((k, n)).astype(dtype)
+        bias = rng.standard_normal(n).astype(dtype)
+        out = np.full((*batch, m, n), np.nan, dtype)
+        with gemm.guard:
+            taken = gemm.product(a, b, out, bias=bias)
+        if not taken:  # one product NumPy's matmul does with less Python
+            assert not batch and split is None, (m, k, n)
+            continue
+        expected = a.astype(np.float64) @ b.astype(np.float64) + bias
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol * max(1, k),
+                                   err_msg=f"{(m, k, n)} ta={ta} batch={batch} split={split}")
+    a, b = np.ones((4, 300, 300), np.float32), np.ones((300, 300), np.float32)
+    out = np.zeros((4, 300, 300), np.float32)
+    for bias in (np.ones(600, np.float32)[::2], np.ones(299, np.float32),
+                 np.ones(300, np.float64)):
+        assert not gemm.product(a, b, out, bias=bias)
+    assert not gemm.product(a, b, out, beta=1.0, bias=np.ones(300, np.float32))
+    assert not out.any()
+
+
 def test_one_small_product_is_left_to_numpy(gemm):
     blas._plan.cache_clear()
     a, b = np.ones((8, 16), np.float32), np.ones((16, 8), np.float32)

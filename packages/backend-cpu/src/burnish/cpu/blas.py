@@ -25,14 +25,19 @@ import numpy as np
 
 #: One product per task: ``count`` products (or, accumulating, one sum of them), each split in
 #: ``parts_m`` row blocks and ``parts_n`` column blocks. Addresses come as three int64 arrays.
+#: With a ``bias`` (``n`` values), each task first sets its block of the output to the bias,
+#: one row after another, and the product is added to it (a linear layer's bias, written by
+#: the threads into the blocks they are about to add to, rather than by one pass before).
 GEMM_SOURCE = r"""
 #include <stdint.h>
+#include <string.h>
 
 #define GEMM(NAME, T, I)                                                                      \
 typedef void (*NAME##_fn)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
 void NAME(void *fn, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t count,          \
           const int64_t *as, const int64_t *bs, const int64_t *cs, int64_t lda, int64_t ldb, \
-          int64_t ldc, int accumulate, T beta, int64_t parts_m, int64_t parts_n) {           \
+          int64_t ldc, int accumulate, T beta, int64_t parts_m, int64_t parts_n,             \
+          const T *bias) {                                                                   \
     NAME##_fn gemm = (NAME##_fn)fn;                                                          \
     int64_t parts = parts_m * parts_n, tasks = accumulate ? parts : count * parts;          \
     _Pragma("omp parallel for schedule(static) if (tasks > 1)")                            \
@@ -46,6 +51,8 @@ void NAME(void *fn, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t cou
             const T *a = (const T *)as[i] + r0 * (ta ? 1 : lda);                             \
             const T *b = (const T *)bs[i] + c0 * (tb ? ldb : 1);                             \
             T *c = (T *)cs[i] + r0 * ldc + c0;                                               \
+            for (int64_t r = 0; bias && r < r1 - r0; r++)                                    \
+                memcpy(c + r * ldc, bias + c0, sizeof(T) * (c1 - c0));                       \
             gemm(101, ta ? 112 : 111, tb ? 112 : 111, (I)(r1 - r0), (I)(c1 - c0), (I)k,       \
                  (T)1, a, (I)lda, b, (I)ldb, (accumulate && i) ? (T)1 : beta, c, (I)ldc);    \
         }                                                                                    \
@@ -122,7 +129,8 @@ class Gemm:
             scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
             entry.argtypes = ([ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
                               + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
-                              + [ctypes.c_int, scalar, ctypes.c_int64, ctypes.c_int64])
+                              + [ctypes.c_int, scalar, ctypes.c_int64, ctypes.c_int64,
+                                 ctypes.c_void_p])
             entry.restype = None
             self.functions[dtype] = (entry, ctypes.cast(function, ctypes.c_void_p).value or 0,
                                      wide)
@@ -138,13 +146,18 @@ class Gemm:
         return {dtype: (address, wide) for dtype, (_, address, wide) in self.functions.items()}
 
     def product(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False,
-                beta: float = 0.0) -> bool:
+                beta: float = 0.0, bias: np.ndarray | None = None) -> bool:
         """``out = beta * out + a @ b`` (batched, broadcast); ``accumulate``: ``out`` is one
-        matrix and receives the sum of every product of the batch. False where a layout is not
-        one BLAS takes, or for one product too small to split (NumPy's ``matmul`` is then the
-        shorter way): the caller then does it some other way."""
+        matrix and receives the sum of every product of the batch; ``bias`` (contiguous, one
+        value per column, not with ``accumulate`` or ``beta``): ``out = a @ b + bias``. False
+        where a layout is not one BLAS takes, or for one product too small to split (NumPy's
+        ``matmul`` is then the shorter way): the caller then does it some other way."""
         entry = self.functions.get(out.dtype.name)
         if entry is None or a.dtype != out.dtype or b.dtype != out.dtype:
+            return False
+        if bias is not None and (accumulate or beta != 0 or bias.dtype != out.dtype
+                                 or bias.shape != out.shape[-1:]
+                                 or bias.strides[0] != bias.itemsize):
             return False
         plan = _plan(a.shape, a.strides, b.shape, b.strides, out.shape, out.strides,
                      out.dtype.itemsize, accumulate, self.threads)
@@ -153,12 +166,15 @@ class Gemm:
         (ta, tb, m, n, k, lda, ldb, ldc, a_offsets, b_offsets, c_offsets, parts_m,
          parts_n) = plan
         count = len(a_offsets)
-        if count == 1 and parts_m * parts_n == 1 and not accumulate and beta == 0:
+        if count == 1 and parts_m * parts_n == 1 and not accumulate and beta == 0 \
+                and bias is None:
             return False  # one small product: NumPy's matmul calls BLAS with less Python
         if m == 0 or n == 0:
             return True
         if k == 0 or count == 0:  # empty sums
-            if beta == 0:
+            if bias is not None:
+                out[...] = bias
+            elif beta == 0:
                 out[...] = 0
             else:
                 out *= beta
@@ -168,7 +184,8 @@ class Gemm:
         function, gemm, _ = entry
         function(gemm, ta, tb, m, n, k, count,
                  *[x.ctypes.data for x in addresses],
-                 lda, ldb, ldc, int(accumulate), beta, parts_m, parts_n)
+                 lda, ldb, ldc, int(accumulate), 1.0 if bias is not None else beta, parts_m,
+                 parts_n, None if bias is None else bias.ctypes.data)
         return True
 
 

@@ -39,8 +39,9 @@ class CpuModuleOps(JitModuleOps):
         return out
 
     def linear(self, x, weight, bias):
-        """float32 and float64 on BLAS: the output starts as the bias, broadcast, and the
-        product is added to it (BLAS's beta of 1): no pass of its own for the bias."""
+        """float32 and float64 on BLAS: each thread sets its block of the output to the bias,
+        broadcast, and adds its product to it (BLAS's beta of 1): no pass of its own for the
+        bias."""
         runtime = x.runtime
         if not runtime.blas(x.dtype) or weight.dtype != x.dtype or bias.dtype != x.dtype:
             return super().linear(x, weight, bias)
@@ -183,7 +184,6 @@ def _layer_norm_backward(x: np.ndarray, weight: np.ndarray, mean: np.ndarray,
 
 def _linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, out: np.ndarray,
             gemm: Gemm) -> None:
-    out[...] = bias
-    if not gemm.product(x, weight, out, beta=1.0):
+    if not gemm.product(x, weight, out, bias=bias):
         np.matmul(x, weight, out=out)
         out += bias
