@@ -329,6 +329,36 @@ def test_recurrent_layers_are_the_same_on_any_thread_count(dtype, monkeypatch):
             np.testing.assert_array_equal(got, expected)
 
 
+def test_recurrent_layers_back_off_to_one_thread_after_a_slow_run(monkeypatch):
+    """A run on two threads far slower than the fastest seen (a thread waited for a core):
+    the next runs on one thread, then two again; the same bits every time."""
+    from burnish.cpu import recurrent as cpu_recurrent
+
+    cpu = burnish.backend("cpu")
+    native = cpu.runtime(cpu.default_device()).native_recurrent
+    if not native.entries or native.threads < 2:
+        pytest.skip("no OpenBLAS or no OpenMP, or one thread")
+    monkeypatch.setattr(cpu_recurrent, "BACK_OFF_RUNS", 2)
+    seq, batch, hidden = 4, 8, 128
+    x, w, h, _, bias = _recurrent_inputs(seq, batch, hidden, "float32")
+    out, last = np.empty((seq, batch, hidden), np.float32), np.empty((batch, hidden), np.float32)
+    bound = native.bind(x[..., :3 * hidden], w[:, :3 * hidden], bias, h, None, out, last, None,
+                        False)
+    assert bound.threads == 2
+    runs: list[str] = []
+    parallel, alone = bound.call, bound.call_alone
+    bound.call = lambda: runs.append("parallel") or parallel()
+    bound.call_alone = lambda: runs.append("alone") or alone()
+    bound.fastest = 1e-12  # every run on two threads is slow beside it
+    results = []
+    for _ in range(5):
+        bound()
+        results.append(out.copy())
+    assert runs == ["parallel", "alone", "alone", "parallel", "alone"]
+    for got in results[1:]:
+        np.testing.assert_array_equal(got, results[0])
+
+
 def test_recurrent_layers_that_share_memory_do_not_run_together():
     cpu = burnish.backend("cpu")
     native = cpu.runtime(cpu.default_device()).native_recurrent
