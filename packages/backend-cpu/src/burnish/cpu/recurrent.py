@@ -9,7 +9,10 @@ times its units' columns of every gate) and the cell over its units at once, whi
 product is in the cache. The threads take a step's blocks as they come and go on to the next
 step once all of them are done, so a thread that has no core holds back at most a block it
 began. Independent layers (a bidirectional layer's two directions) run at once, one thread
-each, when a capture's replay has them side by side (``NativeRecurrent.together``).
+each, when a capture's replay has them side by side (``NativeRecurrent.together``). Where
+a run on several threads is much slower than the fastest seen, the next ones run on one
+thread for a while (``BoundLayers``): on a machine whose cores other processes hold, the
+threads' meetings would cost more than the second thread gives.
 """
 
 from __future__ import annotations
