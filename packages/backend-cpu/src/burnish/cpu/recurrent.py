@@ -259,7 +259,7 @@ def weight_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int
 #: of 128 units, batch 8, 32 steps 283 us median on one thread, 781 on two; a bidirectional
 #: LSTM layer's two directions 770 us one after the other, 1,300 at once.
 SLOW_RUN = 3.0
-BACK_OFF_RUNS = 32
+BACK_OFF_RUNS = 4
 
 
 class BoundLayers:
