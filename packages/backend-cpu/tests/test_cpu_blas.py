@@ -349,7 +349,8 @@ def test_recurrent_layers_back_off_to_one_thread_after_a_slow_run(monkeypatch):
     parallel, alone = bound.call, bound.call_alone
     bound.call = lambda: runs.append("parallel") or parallel()
     bound.call_alone = lambda: runs.append("alone") or alone()
-    bound.fastest = 1e-12  # every run on two threads is slow beside it
+    monkeypatch.setattr(bound.pace, "fastest", 1e-12)  # every run on two threads is slow
+    monkeypatch.setattr(bound.pace, "back_off", 0)
     results = []
     for _ in range(5):
         bound()
@@ -357,6 +358,10 @@ def test_recurrent_layers_back_off_to_one_thread_after_a_slow_run(monkeypatch):
     assert runs == ["parallel", "alone", "alone", "parallel", "alone"]
     for got in results[1:]:
         np.testing.assert_array_equal(got, results[0])
+    # A layer of the same sizes bound afresh (an eager call) goes on where this one is.
+    again = native.bind(x[..., :3 * hidden], w[:, :3 * hidden], bias, h, None, out, last,
+                        None, False)
+    assert again.pace is bound.pace and again.pace.back_off == 1
 
 
 def test_recurrent_layers_that_share_memory_do_not_run_together():

@@ -262,15 +262,28 @@ SLOW_RUN = 3.0
 BACK_OFF_RUNS = 4
 
 
+class Pace:
+    """The fastest run on several threads seen of layers of some sizes, and how many runs are
+    left on one thread (``SLOW_RUN``): kept per sizes by ``NativeRecurrent``, so that eager
+    calls, bound afresh each time, share it."""
+
+    __slots__ = ("fastest", "back_off")
+
+    def __init__(self) -> None:
+        self.fastest = math.inf
+        self.back_off = 0
+
+
 class BoundLayers:
     """Layers with their arrays bound once, run by calling with no arguments: one layer, or
     several independent ones at once (``NativeRecurrent.together``). ``reads`` and ``writes``
     are the arrays they read and write (what decides whether another may run beside them).
-    Runs on several threads back off to one for a while after a slow one (``SLOW_RUN``)."""
+    Runs on several threads back off to one for a while after a slow one (``pace``)."""
 
     def __init__(self, entry: Any, layers: list[Layer], reads: list[np.ndarray],
-                 writes: list[np.ndarray], keep: list[Any], threads: int) -> None:
+                 writes: list[np.ndarray], keep: list[Any], threads: int, pace: Pace) -> None:
         self.layers = layers
+        self.pace = pace
         self.reads, self.writes, self.keep = reads, writes, keep
         self.structs = (Layer * len(layers))(*layers)
         self.call = functools.partial(entry, self.structs, len(layers), threads)
@@ -282,8 +295,6 @@ class BoundLayers:
                 layer.threads = 1
             self.alone = (Layer * len(alone))(*alone)
             self.call_alone = functools.partial(entry, self.alone, len(alone), 1)
-        self.fastest = math.inf
-        self.back_off = 0
 
     @property
     def threads(self) -> int:
@@ -291,19 +302,20 @@ class BoundLayers:
         return max(int(layer.threads) for layer in self.layers)
 
     def __call__(self) -> None:
+        pace = self.pace
         if not self.parallel:
             failed = self.call()
-        elif self.back_off:
-            self.back_off -= 1
+        elif pace.back_off:
+            pace.back_off -= 1
             failed = self.call_alone()
         else:
             start = time.perf_counter()
             failed = self.call()
             took = time.perf_counter() - start
-            if took < self.fastest:
-                self.fastest = took
-            elif took > SLOW_RUN * self.fastest:
-                self.back_off = BACK_OFF_RUNS
+            if took < pace.fastest:
+                pace.fastest = took
+            elif took > SLOW_RUN * pace.fastest:
+                pace.back_off = BACK_OFF_RUNS
         if failed:
             raise MemoryError("cpu backend: no memory for a recurrent layer's state")
 
@@ -314,6 +326,8 @@ class NativeRecurrent:
     def __init__(self, compiler: Any, gemm: Any, threads: int) -> None:
         self.entries: dict[str, tuple[Any, int]] = {}
         self.threads = threads
+        #: ``Pace`` per layers' sizes (the dtype; each layer's steps, batch, gates, units).
+        self.paces: dict[tuple, Pace] = {}
         if not compiler.openmp or not gemm.available:
             return
         # libmvec's vector exp and tanh for the cell loops, where the compiler has them.
@@ -354,7 +368,7 @@ class NativeRecurrent:
         reads = [a for a in (x, weight, bias, h0, c0) if a is not None]
         writes = [a for a in (out, last_h, last_c) if a is not None]
         return BoundLayers(entry, [layer], reads, writes, [*reads, *writes, *strides],
-                           layer.threads)
+                           layer.threads, self._pace(out.dtype.name, [layer]))
 
     def layer(self, *arrays: Any) -> None:
         """``bind(*arrays)`` run once."""
@@ -378,10 +392,20 @@ class NativeRecurrent:
         layers = [Layer.from_buffer_copy(layer) for b in bound for layer in b.layers]
         for layer in layers:
             layer.threads = 1
+        dtype = bound[0].writes[0].dtype.name
         return BoundLayers(entry, layers, [a for b in bound for a in b.reads],
                            [a for b in bound for a in b.writes],
                            [a for b in bound for a in b.keep],
-                           min(self.threads, len(layers)))
+                           min(self.threads, len(layers)), self._pace(dtype, layers))
+
+    def _pace(self, dtype: str, layers: list[Layer]) -> Pace:
+        """The ``Pace`` of layers of these sizes, shared by every binding of them."""
+        key = (dtype, *[(layer.seq, layer.batch, layer.gates, layer.hidden)
+                        for layer in layers])
+        found = self.paces.get(key)
+        if found is None:
+            found = self.paces[key] = Pace()
+        return found
 
 
 def _overlap(some: list[np.ndarray], others: list[np.ndarray]) -> bool:
