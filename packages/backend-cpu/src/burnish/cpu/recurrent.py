@@ -206,14 +206,23 @@ static int NAME##_layer(const burnish_recurrent_layer *a) {                     
     return 0;                                                                                \
 }                                                                                            \
                                                                                              \
-/* count independent layers (none reads what another writes): one alone on its threads;     \
-   several at once, each on one thread of a team of ``threads``, taken as the threads come  \
-   (a thread that starts late finds the layers done). Returns nonzero when memory ran out. */\
+/* count independent layers (none reads what another writes): one alone on its threads, at  \
+   most ``threads``; several at once, each on one thread of a team of ``threads``, taken as \
+   the threads come (a thread that starts late finds the layers done). Returns nonzero when \
+   memory ran out. */                                                                        \
 int NAME##_layers(const burnish_recurrent_layer *layers, int64_t count, int threads) {       \
-    if (count == 1) return NAME##_layer(layers);                                             \
     int failed = 0;                                                                          \
+    if (count == 1) {                                                                        \
+        burnish_recurrent_layer one = *layers;                                               \
+        if (one.threads > threads) one.threads = threads;                                    \
+        return NAME##_layer(&one);                                                           \
+    }                                                                                        \
     _Pragma("omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(|: failed)") \
-    for (int64_t i = 0; i < count; i++) failed |= NAME##_layer(layers + i);                  \
+    for (int64_t i = 0; i < count; i++) {                                                    \
+        burnish_recurrent_layer one = layers[i];                                             \
+        one.threads = 1;                                                                     \
+        failed |= NAME##_layer(&one);                                                        \
+    }                                                                                        \
     return failed;                                                                           \
 }
 
@@ -287,19 +296,10 @@ class BoundLayers:
         self.reads, self.writes, self.keep = reads, writes, keep
         self.structs = (Layer * len(layers))(*layers)
         self.call = functools.partial(entry, self.structs, len(layers), threads)
-        self.parallel = threads > 1 or self.threads > 1
-        self.call_alone = self.call
-        if self.parallel:
-            alone = [Layer.from_buffer_copy(layer) for layer in layers]
-            for layer in alone:
-                layer.threads = 1
-            self.alone = (Layer * len(alone))(*alone)
-            self.call_alone = functools.partial(entry, self.alone, len(alone), 1)
-
-    @property
-    def threads(self) -> int:
-        """The most threads one of the layers runs on."""
-        return max(int(layer.threads) for layer in self.layers)
+        #: The threads the call runs on (several layers: one each).
+        self.threads = threads
+        self.parallel = threads > 1
+        self.call_alone = functools.partial(entry, self.structs, len(layers), 1)
 
     def __call__(self) -> None:
         pace = self.pace
@@ -389,9 +389,7 @@ class NativeRecurrent:
         if len(dtypes) != 1:
             return None
         entry, _ = self.entries[dtypes.pop()]
-        layers = [Layer.from_buffer_copy(layer) for b in bound for layer in b.layers]
-        for layer in layers:
-            layer.threads = 1
+        layers = [layer for b in bound for layer in b.layers]  # each on one thread
         dtype = bound[0].writes[0].dtype.name
         return BoundLayers(entry, layers, [a for b in bound for a in b.reads],
                            [a for b in bound for a in b.writes],
