@@ -454,7 +454,7 @@ def _cat(*rest: Any) -> None:
 
 
 def _recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: Any) -> None:
-    """``NativeRecurrent.layer`` with what ``CpuRuntime.library_recurrent`` recorded."""
+    """``NativeRecurrent.bind`` of what ``CpuRuntime.library_recurrent`` recorded, run."""
     _bind_recurrent(x, weight, h0, *rest)()
 
 
@@ -480,10 +480,11 @@ _BINDERS: dict[Any, Callable[..., Callable[[], None]]] = {_conv: _bind_conv,
 
 def _concurrent_layers(program: list[tuple[Any, tuple]], native: NativeRecurrent
                        ) -> list[tuple[Any, tuple]]:
-    """``program`` with each run of adjacent independent single-threaded recurrent layers (a
-    bidirectional layer's two directions) as one call that runs them at once, one thread each
-    (``NativeRecurrent.together``): a small layer's steps cannot use two threads (they would
-    meet at every step), two layers can."""
+    """``program`` with each run of adjacent independent recurrent layers (a bidirectional
+    layer's two directions) as one call that runs them at once, one thread each
+    (``NativeRecurrent.together``): one layer's steps on two threads meet at every step, two
+    layers on one thread each never do (both directions of a 128-unit LSTM layer, batch 8, 32
+    steps: 400 us at once, 2 x 239 one after the other on two threads each)."""
     merged: list[tuple[Any, tuple]] = []
     for fn, args in program:
         last = merged[-1][0] if merged else None
