@@ -49,6 +49,42 @@ def test_products_in_every_layout_blas_takes_match_float64(gemm, dtype, monkeypa
                                    err_msg=f"{(m, k, n)} ta={ta} tb={tb} batch={batch}")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_products_with_a_bias_set_by_the_threads_match_float64(gemm, dtype, monkeypatch):
+    """``product(..., bias=)``: each task sets its block to the bias before adding its product
+    (every split, batch and layout); a bias it cannot take is refused, not misread."""
+    rng = np.random.default_rng(2)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    for split, ((m, k, n), ta, batch) in itertools.product(
+            (0, None), [((3, 5, 7), 0, ()), ((64, 288, 576), 1, (3,)), ((257, 129, 3), 0, (2,)),
+                        ((2, 600, 900), 1, ()), ((3, 0, 4), 0, ()), ((1, 4, 4), 0, ())]):
+        if split is not None:  # every product split: each part its own block of the bias
+            monkeypatch.setattr(blas, "MIN_SPLIT_MACS", split)
+        else:
+            monkeypatch.undo()
+        blas._plan.cache_clear()
+        stored = rng.standard_normal((*batch, k, m) if ta else (*batch, m, k)).astype(dtype)
+        a = stored.swapaxes(-1, -2) if ta else stored
+        b = rng.standard_normal((k, n)).astype(dtype)
+        bias = rng.standard_normal(n).astype(dtype)
+        out = np.full((*batch, m, n), np.nan, dtype)
+        with gemm.guard:
+            taken = gemm.product(a, b, out, bias=bias)
+        if not taken:  # one product NumPy's matmul does with less Python
+            assert not batch and split is None, (m, k, n)
+            continue
+        expected = a.astype(np.float64) @ b.astype(np.float64) + bias
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol * max(1, k),
+                                   err_msg=f"{(m, k, n)} ta={ta} batch={batch} split={split}")
+    a, b = np.ones((4, 300, 300), np.float32), np.ones((300, 300), np.float32)
+    out = np.zeros((4, 300, 300), np.float32)
+    for bias in (np.ones(600, np.float32)[::2], np.ones(299, np.float32),
+                 np.ones(300, np.float64)):
+        assert not gemm.product(a, b, out, bias=bias)
+    assert not gemm.product(a, b, out, beta=1.0, bias=np.ones(300, np.float32))
+    assert not out.any()
+
+
 def test_one_small_product_is_left_to_numpy(gemm):
     blas._plan.cache_clear()
     a, b = np.ones((8, 16), np.float32), np.ones((16, 8), np.float32)
@@ -241,7 +277,7 @@ RECURRENT = [  # seq, batch, hidden, threads (None: the runtime's), reverse
     (6, 3, 5, None, False),
     (6, 3, 5, 2, True),     # two threads on a layer too small to be split by default
     (4, 8, 128, None, True),
-    (3, 2, 3, 3, False),    # as many threads as hidden units
+    (3, 2, 3, 3, False),    # more threads than blocks
     (0, 2, 4, None, False),
 ]
 
@@ -253,11 +289,12 @@ def test_recurrent_layers_match_ndarray(case, dtype, monkeypatch):
 
     seq, batch, hidden, threads, reverse = case
     calls: list[int] = []
-    original = cpu_recurrent.NativeRecurrent.layer
-    monkeypatch.setattr(cpu_recurrent.NativeRecurrent, "layer",
+    original = cpu_recurrent.NativeRecurrent.bind
+    monkeypatch.setattr(cpu_recurrent.NativeRecurrent, "bind",
                         lambda self, *args: calls.append(1) or original(self, *args))
-    if threads is not None:
-        monkeypatch.setattr(cpu_recurrent, "MIN_PARALLEL_MACS", 0)
+    if threads is not None:  # the steps split in blocks of one unit and more
+        monkeypatch.setattr(cpu_recurrent, "BLOCK_MACS", 1)
+        monkeypatch.setattr(cpu_recurrent, "BLOCK_UNITS", 1)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((seq, batch, 4 * hidden)).astype(dtype)
     w = (rng.standard_normal((hidden, 4 * hidden)) / np.sqrt(hidden)).astype(dtype)
@@ -276,8 +313,153 @@ def test_recurrent_layers_match_ndarray(case, dtype, monkeypatch):
             Tensor.from_data(np.ascontiguousarray(w[:, :3 * hidden].T), device=device)
             .transpose(), Tensor.from_data(bias, device=device),
             Tensor.from_data(h, device=device), reverse)
-        results[device] = [t.to_numpy() for t in (*lstm, *gru)]
+        # input gates whose last dim is not contiguous (the cell's strided loads)
+        gates_last = Tensor.from_data(np.ascontiguousarray(x.transpose(2, 0, 1)),
+                                      device=device).permute([1, 2, 0])
+        strided = burnish.functional.lstm_sequence(
+            gates_last, *(Tensor.from_data(a, device=device) for a in (w, h, c)), reverse)
+        results[device] = [t.to_numpy() for t in (*lstm, *gru, *strided)]
     tol = 1e-5 if dtype == "float32" else 1e-12
     for got, expected in zip(results["cpu"], results["ndarray"]):
         np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
-    assert len(calls) == 2
+    assert len(calls) == 3
+
+
+def _recurrent_inputs(seq, batch, hidden, dtype, seed=6):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((seq, batch, 4 * hidden)).astype(dtype)
+    w = (rng.standard_normal((hidden, 4 * hidden)) / np.sqrt(hidden)).astype(dtype)
+    h, c = (rng.standard_normal((batch, hidden)).astype(dtype) for _ in range(2))
+    bias = rng.standard_normal(3 * hidden).astype(dtype)
+    return x, w, h, c, bias
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_recurrent_layers_are_the_same_on_any_thread_count(dtype, monkeypatch):
+    """A layer's steps split in blocks (by its sizes alone) give the same bits on one thread,
+    on several, and beside another layer (``NativeRecurrent.together``)."""
+    cpu = burnish.backend("cpu")
+    native = cpu.runtime(cpu.default_device()).native_recurrent
+    if not native.entries:
+        pytest.skip("no OpenBLAS or no OpenMP")
+    from burnish.cpu.recurrent import blocks
+
+    seq, batch, hidden = 5, 8, 128
+    assert blocks(batch, 4, hidden) > 1 and blocks(batch, 3, hidden) > 1
+    x, w, h, c, bias = _recurrent_inputs(seq, batch, hidden, dtype)
+    results = {}
+    for threads in (1, 2, 3, "together"):
+        monkeypatch.setattr(native, "threads", 2 if threads == "together" else threads)
+        outputs = [np.empty((seq, batch, hidden), dtype) for _ in range(2)]
+        states = [np.empty((batch, hidden), dtype) for _ in range(3)]
+        lstm = native.bind(x, w, None, h, c, outputs[0], states[0], states[1], False)
+        gru = native.bind(x[..., :3 * hidden], w[:, :3 * hidden], bias, h, None, outputs[1],
+                          states[2], None, True)
+        if threads == "together":
+            both = native.together([lstm, gru])
+            assert both is not None and len(both.layers) == 2
+            both()
+        else:
+            assert lstm.threads == min(threads, blocks(batch, 4, hidden))
+            lstm()
+            gru()
+        results[threads] = [*outputs, *states]
+    for threads in (2, 3, "together"):
+        for got, expected in zip(results[threads], results[1]):
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_recurrent_layers_back_off_to_one_thread_after_a_slow_run(monkeypatch):
+    """A run on two threads far slower than the fastest seen (a thread waited for a core):
+    the next runs on one thread, then two again; the same bits every time."""
+    from burnish.cpu import recurrent as cpu_recurrent
+
+    cpu = burnish.backend("cpu")
+    native = cpu.runtime(cpu.default_device()).native_recurrent
+    if not native.entries or native.threads < 2:
+        pytest.skip("no OpenBLAS or no OpenMP, or one thread")
+    monkeypatch.setattr(cpu_recurrent, "BACK_OFF_RUNS", 2)
+    seq, batch, hidden = 4, 8, 128
+    x, w, h, _, bias = _recurrent_inputs(seq, batch, hidden, "float32")
+    out, last = np.empty((seq, batch, hidden), np.float32), np.empty((batch, hidden), np.float32)
+    bound = native.bind(x[..., :3 * hidden], w[:, :3 * hidden], bias, h, None, out, last, None,
+                        False)
+    assert bound.threads == 2
+    runs: list[str] = []
+    parallel, alone = bound.call, bound.call_alone
+    bound.call = lambda: runs.append("parallel") or parallel()
+    bound.call_alone = lambda: runs.append("alone") or alone()
+    monkeypatch.setattr(bound.pace, "fastest", 1e-12)  # every run on two threads is slow
+    monkeypatch.setattr(bound.pace, "back_off", 0)
+    results = []
+    for _ in range(5):
+        bound()
+        results.append(out.copy())
+    assert runs == ["parallel", "alone", "alone", "parallel", "alone"]
+    for got in results[1:]:
+        np.testing.assert_array_equal(got, results[0])
+    # A layer of the same sizes bound afresh (an eager call) goes on where this one is.
+    again = native.bind(x[..., :3 * hidden], w[:, :3 * hidden], bias, h, None, out, last,
+                        None, False)
+    assert again.pace is bound.pace and again.pace.back_off == 1
+
+
+def test_recurrent_layers_that_share_memory_do_not_run_together():
+    cpu = burnish.backend("cpu")
+    native = cpu.runtime(cpu.default_device()).native_recurrent
+    if not native.entries or native.threads < 2:
+        pytest.skip("no OpenBLAS or no OpenMP, or one thread")
+    seq, batch, hidden = 3, 2, 4
+    x, w, h, c, _ = _recurrent_inputs(seq, batch, hidden, "float32")
+    out, last_h, last_c = (np.empty((seq, batch, hidden), np.float32),
+                           np.empty((batch, hidden), np.float32),
+                           np.empty((batch, hidden), np.float32))
+    first = native.bind(x, w, None, h, c, out, last_h, last_c, False)
+    # The second starts from the first's final state: it must wait for it.
+    after = native.bind(x, w, None, last_h, last_c, *(np.empty_like(a) for a in
+                                                       (out, last_h, last_c)), False)
+    assert native.together([first, after]) is None
+    # Writing what the other reads (its input gates) is no better.
+    overwrite = native.bind(np.zeros_like(x), w, None, h, c, x[:, :, :hidden], *(
+        np.empty_like(a) for a in (last_h, last_c)), False)
+    assert native.together([first, overwrite]) is None
+    apart = native.bind(x, w, None, h, c, *(np.empty_like(a) for a in (out, last_h, last_c)),
+                        True)
+    assert native.together([first, apart]) is not None
+
+
+def test_a_captured_bidirectional_layer_runs_its_directions_together(monkeypatch):
+    """Both directions of a layer, independent, in one command of the replay; a layer that
+    starts from another's final state after it; the replays' results are the eager ones."""
+    from burnish.cpu import runtime as cpu_runtime
+
+    cpu = burnish.backend("cpu")
+    native = cpu.runtime(cpu.default_device()).native_recurrent
+    if not native.entries or native.threads < 2:
+        pytest.skip("no OpenBLAS or no OpenMP, or one thread")
+    programs = []
+    original = cpu_runtime.CpuRuntime.program
+    monkeypatch.setattr(cpu_runtime.CpuRuntime, "program",
+                        lambda self, commands: programs.append(original(self, commands))
+                        or programs[-1])
+    F = burnish.functional
+    seq, batch, hidden = 6, 8, 128
+    x, w, h, c, _ = _recurrent_inputs(seq, batch, hidden, "float32")
+    tensors = [Tensor.from_data(a, device="cpu") for a in (x, w, h, c)]
+
+    def layers(x, w, h, c):
+        half = x * 0.5
+        forward, h1, c1 = F.lstm_sequence(x, w, h, c)
+        backward, _, _ = F.lstm_sequence(half, w, h, c, reverse=True)
+        after, h2, _ = F.lstm_sequence(x, w, h1, c1)  # reads the forward layer's state
+        return forward, backward, after, h2
+
+    eager = [t.to_numpy() for t in layers(*tensors)]
+    captured = burnish.capture(layers)
+    for _ in range(8):
+        got = [t.to_numpy() for t in captured(*tensors)]
+        for a, b in zip(got, eager):
+            np.testing.assert_array_equal(a, b)
+    assert captured.stats()[0]["replays"] >= 2, captured.stats()
+    bound = [fn for fn, _ in programs[-1] if isinstance(fn, cpu_runtime.BoundLayers)]
+    assert [len(b.layers) for b in bound] == [2, 1]

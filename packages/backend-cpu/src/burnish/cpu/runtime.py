@@ -27,7 +27,7 @@ from burnish.cpu.int8_quantize import Int8Quantize
 from burnish.cpu.module_ops import BINDERS as module_binders
 from burnish.cpu.norm import NativeNorm
 from burnish.cpu.pool import NativePool
-from burnish.cpu.recurrent import NativeRecurrent, weight_layout
+from burnish.cpu.recurrent import BoundLayers, NativeRecurrent, weight_layout
 from burnish.cpu.reduce import NativeReduce
 from burnish.cpu.rows import NativeRows
 from burnish.jit import ir
@@ -339,6 +339,8 @@ class CpuRuntime(Runtime):
                 program[i] = (binder(*arrays), ()) if binder else (host_fn, arrays)
             elif getattr(fn, "__func__", None) is CpuRuntime.dispatch:
                 program[i] = (_bound_launch(*args), ())
+        if any(isinstance(fn, BoundLayers) for fn, _ in program):
+            program = _concurrent_layers(program, self.native_recurrent)
         return program
 
     def replayer(self, commands: Sequence[tuple]) -> Any:
@@ -485,15 +487,20 @@ def _select(x: np.ndarray, indices: np.ndarray, out: np.ndarray, dim: int) -> No
 
 
 def _recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: Any) -> None:
-    """``NativeRecurrent.layer`` with what ``CpuRuntime.library_recurrent`` recorded."""
+    """``NativeRecurrent.bind`` of what ``CpuRuntime.library_recurrent`` recorded, run."""
+    _bind_recurrent(x, weight, h0, *rest)()
+
+
+def _bind_recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: Any
+                    ) -> BoundLayers:
+    """``_recurrent`` of these arrays as a call of no arguments (``NativeRecurrent.bind``)."""
     *arrays, lstm, biased, reverse, native = rest
     if lstm:
         c0, out, last_h, last_c = arrays
-        native.layer(x, weight, None, h0, c0, out, last_h, last_c, reverse)
-    else:
-        bias = arrays.pop(0) if biased else None
-        out, last_h = arrays
-        native.layer(x, weight, bias, h0, None, out, last_h, None, reverse)
+        return native.bind(x, weight, None, h0, c0, out, last_h, last_c, reverse)
+    bias = arrays.pop(0) if biased else None
+    out, last_h = arrays
+    return native.bind(x, weight, bias, h0, None, out, last_h, None, reverse)
 
 
 #: Host functions whose replays bind their arrays once: ``CpuRuntime.program`` replays
@@ -501,4 +508,25 @@ def _recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: Any) ->
 #: convolution's 14 C arguments, from NumPy's ``ctypes`` attributes, cost more than a small
 #: one's work; a product's plan and a bias pass in NumPy, more than a small product).
 _BINDERS: dict[Any, Callable[..., Callable[[], None]]] = {
-    _conv: _bind_conv, _attention: _bind_attention, **module_binders}
+    _conv: _bind_conv, _attention: _bind_attention, _recurrent: _bind_recurrent,
+    **module_binders}
+
+
+def _concurrent_layers(program: list[tuple[Any, tuple]], native: NativeRecurrent
+                       ) -> list[tuple[Any, tuple]]:
+    """``program`` with each run of adjacent independent recurrent layers (a bidirectional
+    layer's two directions) as one call that runs them at once, one thread each
+    (``NativeRecurrent.together``): one layer's steps on two threads meet at every step, two
+    layers on one thread each never do (both directions of a 128-unit LSTM layer, batch 8, 32
+    steps: 400 us at once, 2 x 239 one after the other on two threads each)."""
+    merged: list[tuple[Any, tuple]] = []
+    for fn, args in program:
+        last = merged[-1][0] if merged else None
+        if isinstance(fn, BoundLayers) and isinstance(last, BoundLayers) \
+                and len(last.layers) < native.threads:
+            both = native.together([last, fn])
+            if both is not None:
+                merged[-1] = (both, ())
+                continue
+        merged.append((fn, args))
+    return merged
