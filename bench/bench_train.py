@@ -511,7 +511,8 @@ def print_kernels(env: Env, name: str, run: Run, top: int, steps: int = 5) -> No
     rows.sort(reverse=True)
     if env.args.trace is not None:  # every launch with its grid, for a closer look
         env.args.trace.mkdir(parents=True, exist_ok=True)
-        traced.export_chrome_trace(str(env.args.trace / f"{name}-{run.mode.replace(' ', '-')}.json"))
+        mode = run.mode.replace(" ", "-")
+        traced.export_chrome_trace(str(env.args.trace / f"{name}-{mode}.json"))
     whole = sum(r[0] for r in rows) or 1.0
     print(f"\n{name}, {run.mode}: GPU time by kernel, per step ({whole / 1e3:.2f} ms in all)")
     for total, count, key in rows[:top]:

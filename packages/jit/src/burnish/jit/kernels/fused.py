@@ -26,8 +26,8 @@ from burnish.jit.kernels.elementwise import (
     ScalarPacker,
     broadcast_strides,
     each_element,
-    elementwise,
     elements_per_invocation,
+    elementwise,
     info_scalar,
     scalar_words,
 )
