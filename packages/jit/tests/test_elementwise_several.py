@@ -29,9 +29,9 @@ SIZES = [SEVERAL_FROM + 1, SEVERAL_FROM + 4 * WORKGROUP * 3 + 77]
 
 def test_the_gpu_generators_take_several_elements_of_large_launches(gpu):
     generator = _generator(gpu)
-    assert elements_per_invocation(generator, SEVERAL_FROM, 4) == 8
-    assert elements_per_invocation(generator, SEVERAL_FROM, 12) == 2
-    assert elements_per_invocation(generator, SEVERAL_FROM - 1, 4) == 1
+    assert elements_per_invocation(generator, SEVERAL_FROM, ["float32"]) == 8
+    assert elements_per_invocation(generator, SEVERAL_FROM, ["float32"] * 3) == 2
+    assert elements_per_invocation(generator, SEVERAL_FROM - 1, ["float32"]) == 1
 
 
 @pytest.mark.parametrize("n", SIZES)

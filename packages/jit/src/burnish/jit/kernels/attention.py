@@ -96,11 +96,14 @@ def result_tensor(like: JitTensor, shape: tuple[int, ...], dtype: DType | str,
     name = dtype if isinstance(dtype, str) else dtype.name
     itemsize = runtime.generator.storage_numpy(name).itemsize
     buffer = runtime.pool.alloc(max(numel(shape), 1) * itemsize)
-    strides = None
-    if heads_last:
-        batch, heads, seq, dim = shape
-        strides = (seq * heads * dim, dim, heads * dim, 1)
+    strides = _heads_last_strides(shape) if heads_last else None
     return JitTensor(buffer, shape, get_dtype(name), like.device, runtime, strides)
+
+
+def _heads_last_strides(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """The strides of ``[batch, heads, seq, dim]`` laid out as ``[batch, seq, heads, dim]``."""
+    batch, heads, seq, dim = shape
+    return (seq * heads * dim, dim, heads * dim, 1)
 
 
 def heads_last(x: JitTensor) -> bool:
@@ -108,8 +111,8 @@ def heads_last(x: JitTensor) -> bool:
     dim]``: the heads of a ``[batch, seq, d_model]`` projection, split and swapped as
     ``nn.MultiHeadAttention`` does. A result written that way needs no copy to go back to
     ``[batch, seq, d_model]`` (the output, forward; the inputs' gradients, backward)."""
-    batch, heads, seq, dim = x.shape
-    return heads > 1 and seq > 1 and x.strides == (seq * heads * dim, dim, heads * dim, 1)
+    _, heads, seq, _ = x.shape
+    return heads > 1 and seq > 1 and x.strides == _heads_last_strides(x.shape)
 
 
 def _row_at(batch: ir.Expr, heads: ir.Expr, head: ir.Expr, seq: ir.Expr, row: ir.Expr,

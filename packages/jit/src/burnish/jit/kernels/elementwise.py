@@ -161,17 +161,18 @@ def strided_offset(k: KernelBuilder, index: ir.Expr, ndim: int, shape_at: int,
     return pos
 
 
-def elements_per_invocation(generator, n: int, read_bytes: int) -> int:
+def elements_per_invocation(generator, n: int, reads: Sequence[str]) -> int:
     """How many elements each invocation of an elementwise kernel over ``n`` elements computes
     (a power of two): one, except on the GPUs for large launches (``SEVERAL_FROM``), where
-    enough of them to read about 32 bytes (``read_bytes``: what one element reads), at most
-    ``generator.elements_per_invocation``. A memory-bound kernel reaches the memory's bandwidth
-    only with enough bytes in flight: on an H200, an exponential of 64M float32 values takes
-    209 us with one element per invocation, 132 with eight (PyTorch's vectorized kernel: 135);
-    bfloat16, 188 against 77."""
+    enough of them to read about 32 bytes (``reads``: the dtypes one element reads, as
+    ``generator`` stores them), at most ``generator.elements_per_invocation``. A memory-bound
+    kernel reaches the memory's bandwidth only with enough bytes in flight: on an H200, an
+    exponential of 64M float32 values takes 209 us with one element per invocation, 132 with
+    eight (PyTorch's vectorized kernel: 135); bfloat16, 188 against 77."""
     most = generator.elements_per_invocation
     if most == 1 or n < SEVERAL_FROM:
         return 1
+    read_bytes = sum(generator.storage_numpy(name).itemsize for name in reads)
     several = 1
     while several * 2 <= most and several * 2 * read_bytes <= 32:
         several *= 2
@@ -326,9 +327,7 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
     # dividing out coordinates: a [N, C] by [C] product divides for the [C] side only.
     plain = () if flat else tuple(tuple(strides) == contiguous_strides(tuple(dims))
                                   for strides in layouts)
-    generator = runtime.generator
-    several = elements_per_invocation(
-        generator, n, sum(generator.storage_numpy(d).itemsize for d in in_dtypes))
+    several = elements_per_invocation(runtime.generator, n, in_dtypes)
     plan.key = ("elementwise", op, in_dtypes, out_dtype.name, scalar_types,
                 "flat" if flat else (ndim, plain), several)
 

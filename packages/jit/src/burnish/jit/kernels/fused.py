@@ -219,10 +219,9 @@ class _Plan:
         rank = None if self.flat else len(shape)
         self.several = 1  # elements an invocation computes, in a kernel of the group alone
         if self.product is None and self.reduction is None:
-            generator = targets[0].runtime.generator
-            self.several = elements_per_invocation(generator, numel(shape), sum(
-                generator.storage_numpy(self.buffers[slot].dtype.name).itemsize
-                for slot, _, _ in self.reads))
+            self.several = elements_per_invocation(
+                targets[0].runtime.generator, numel(shape),
+                [self.buffers[slot].dtype.name for slot, _, _ in self.reads])
         self.key = ("fused", rank, tuple(structure), self.outputs,
                     tuple(b.dtype.name for b in self.buffers), self.several)
         self.rank = rank
@@ -277,12 +276,8 @@ class _Plan:
                                  _Prologue(self, reduced))
         k = KernelBuilder("fused", (WORKGROUP, 1, 1))
         outs, bufs = self.declare(k)
-
-        def store(i, values):
-            for buf, j in zip(outs, self.outputs):
-                k.store(buf, i, values[j])
-
-        each_element(k, k.info(0), self.several, lambda i: self.values(k, bufs, i, 0), store)
+        each_element(k, k.info(0), self.several, lambda i: self.values(k, bufs, i, 0),
+                     lambda i, values: self.store(k, outs, i, values))
         return k.build()
 
     def evaluate(self, k: KernelBuilder, outs: list[ir.Buffer], bufs: list[ir.Buffer],
@@ -290,7 +285,11 @@ class _Plan:
         """Compute element ``i`` (row-major over the group's shape) of every target and store
         it; the group's metadata starts at ``info[base]``, and ``product`` is the product's
         accumulated value there (in a product's kernel)."""
-        values = self.values(k, bufs, i, base, product)
+        self.store(k, outs, i, self.values(k, bufs, i, base, product))
+
+    def store(self, k: KernelBuilder, outs: list[ir.Buffer], i: ir.Expr,
+              values: list[ir.Var | None]) -> None:
+        """Write element ``i`` of every target from ``values`` (``values``' result)."""
         for buf, j in zip(outs, self.outputs):
             k.store(buf, i, values[j])
 
