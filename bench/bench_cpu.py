@@ -25,13 +25,15 @@ Cases:
   (recorded once, then replayed: no Python per op). Each median of ``--repeat`` runs after a
   warm-up, the implementations taking turns (``--block N``: N runs back to back per turn,
   no pause between them), and the fastest captured and onnxruntime runs (on a shared machine,
-  the least disturbed); burnish's outputs are checked against onnxruntime's;
+  the least disturbed), and onnxruntime's median alone, before burnish runs the model
+  (against its median after burnish's runs: threads left spinning slow it); burnish's outputs
+  are checked against onnxruntime's;
 - **qdq**: the same resnet18 and transformer quantized by onnxruntime's ``quantize_static``
   (QDQ format: int8 weights per output channel, uint8 activations, calibrated on four random
   batches): burnish's captured QDQ model (its products on the integers) against its float
   model and onnxruntime's QDQ session.
 
-Threads: ``--threads`` (default 2) for every side: OpenMP's (burnish's kernels), OpenBLAS's
+Threads: ``--threads`` (default 2) for every side: burnish's (``OMP_NUM_THREADS``), OpenBLAS's
 (NumPy), torch's and onnxruntime's intra-op pool. PyTorch, torchvision and onnxruntime are
 references, not dependencies: a case whose reference is missing says so.
 """
@@ -217,8 +219,8 @@ def onnx_models(args: argparse.Namespace) -> list[str]:
     options = _ort_options(ort, args.threads)
     rows = [f"| model | burnish {args.backend} ms | captured ms | onnxruntime ms | "
             "x onnxruntime's time (eager, captured) | captured / onnxruntime, fastest runs "
-            "| max abs diff |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
+            "| onnxruntime alone ms | max abs diff |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     folder = Path(tempfile.mkdtemp(prefix="bench_cpu_"))
     for name in args.models:
         torch.manual_seed(0)
@@ -251,6 +253,10 @@ def onnx_models(args: argparse.Namespace) -> list[str]:
         def run_ort(session=session, feeds=feeds):
             return session.run(None, feeds)[0]
 
+        # onnxruntime's median before burnish runs anything of this model: beside the median
+        # of its runs that follow burnish's, it shows threads of ours still spinning after a
+        # run (on its cores).
+        alone = statistics.median(_runs({"ort": run_ort}, args.repeat, pause=0.02)["ort"])
         for _ in range(3):  # a call that warms up, then the recording: replays from here on
             run_captured()
         runs = _runs({"burnish": run_burnish, "captured": run_captured, "ort": run_ort},
@@ -263,7 +269,8 @@ def onnx_models(args: argparse.Namespace) -> list[str]:
                     f"{times['ort'] * 1e3:.1f} | {times['burnish'] / times['ort']:.2f}x, "
                     f"{times['captured'] / times['ort']:.2f}x | "
                     f"{fastest['captured'] * 1e3:.2f} / {fastest['ort'] * 1e3:.2f} ms = "
-                    f"{fastest['captured'] / fastest['ort']:.2f}x | {diff:.1e} |")
+                    f"{fastest['captured'] / fastest['ort']:.2f}x | {alone * 1e3:.1f} | "
+                    f"{diff:.1e} |")
     return rows
 
 

@@ -36,7 +36,9 @@ def test_the_device_names_the_processor_and_the_compiler(cpu):
     device = cpu.default_device()
     assert (device.type, device.index) == ("cpu", 0)
     text = cpu.describe_device(device)
-    assert "kernels by" in text and ("OpenMP on" in text or "one thread" in text)
+    runtime = cpu.runtime(device)
+    assert "kernels by" in text and f"; {runtime.threads} threads (" in text
+    assert runtime.threads == runtime.compiler.threads.count
     assert {d.name for d in cpu.dtypes(device)} >= {"float64", "float16", "bfloat16", "bool"}
 
 

@@ -3,11 +3,12 @@ masked and softmaxed in place while they are in the cache, then multiplied by th
 
 The protocol's default materialises every score, and runs the product, the scaling, each mask,
 the softmax and the second product as separate passes over ``[batch, heads, seq_q, seq_k]``.
-Here each OpenMP thread takes a (sample, head) at a time and walks its queries in blocks of at
-most ``BLOCK`` scores: a buffer of its own that stays in the cache, so memory does not grow
-with ``seq_q x seq_k``. The backward pass recomputes the block's weights the same way and
-adds the keys' and values' gradients block by block. Forbidden scores take the dtype's most
-negative finite value (the protocol's rule: a query with no key left gets uniform weights).
+Here each thread (``burnish.cpu.threads``) takes a run of (sample, head) pairs and walks their
+queries in blocks of at most ``BLOCK`` scores: a buffer of its own that stays in the cache, so
+memory does not grow with ``seq_q x seq_k``. The backward pass recomputes the block's weights
+the same way and adds the keys' and values' gradients block by block. Forbidden scores take the
+dtype's most negative finite value (the protocol's rule: a query with no key left gets uniform
+weights).
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from burnish.jit.codegen.cpu import vector_math_declarations
+from burnish.jit.codegen.cpu import PARALLEL_HEADER, vector_math_declarations
 
 #: Scores per query block (per thread): 2^16 float32 is 256 KiB.
 BLOCK = 1 << 16
 
-SOURCE = r"""
+SOURCE = PARALLEL_HEADER + r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <math.h>
@@ -81,35 +82,122 @@ static void NAME##_weights(NAME##_gemm gemm, const T *q, int64_t ldq, const T *k
     }                                                                                        \
 }                                                                                            \
                                                                                              \
+/* The arguments of a forward or backward pass, shared by its parallel ranges of tasks. */     \
+struct NAME##_pass {                                                                         \
+    NAME##_gemm gemm;                                                                        \
+    int64_t batch, heads, tq, tk, dk, dv, rows;                                              \
+    const T *q, *k, *v, *g;                                                                  \
+    const int64_t *qs, *ks, *vs, *ms, *gs;                                                   \
+    const uint8_t *mask;                                                                     \
+    int causal;                                                                              \
+    double scale;                                                                            \
+    T fill;                                                                                  \
+    T *out, *lse, *dq, *dkey, *dval;                                                         \
+    int failed;                                                                              \
+};                                                                                           \
+                                                                                             \
+/* Tasks [begin, end) (each a sample and head) of the forward pass, on one scratch block. */  \
+static void NAME##_forward_tasks(void *context, int64_t begin, int64_t end) {               \
+    const struct NAME##_pass *a = context;                                                   \
+    NAME##_gemm gemm = a->gemm;                                                              \
+    int64_t heads = a->heads, tq = a->tq, tk = a->tk, dk = a->dk, dv = a->dv;                \
+    int64_t rows = a->rows;                                                                  \
+    const T *q = a->q, *k = a->k, *v = a->v;                                                 \
+    const int64_t *qs = a->qs, *ks = a->ks, *vs = a->vs, *ms = a->ms;                        \
+    const uint8_t *mask = a->mask;                                                           \
+    int causal = a->causal;                                                                  \
+    double scale = a->scale;                                                                 \
+    T fill = a->fill, *out = a->out, *lse = a->lse;                                          \
+    T *s = malloc(sizeof(T) * rows * tk);                                                    \
+    if (!s) {                                                                                \
+        __atomic_store_n(&((struct NAME##_pass *)context)->failed, 1, __ATOMIC_RELAXED);      \
+        return;                                                                              \
+    }                                                                                        \
+    for (int64_t task = begin; task < end; task++) {                                        \
+        int64_t b = task / heads, h = task % heads;                                          \
+        const T *qp = q + b * qs[0] + h * qs[1], *kp = k + b * ks[0] + h * ks[1];            \
+        const T *vp = v + b * vs[0] + h * vs[1];                                             \
+        const uint8_t *mp = mask ? mask + b * ms[0] + h * ms[1] : NULL;                      \
+        for (int64_t r0 = 0; r0 < tq; r0 += rows) {                                          \
+            int64_t n = tq - r0 < rows ? tq - r0 : rows;                                     \
+            NAME##_weights(gemm, qp, qs[2], kp, ks[2], n, tk, dk, (T)scale, mp, ms, r0,      \
+                           causal, fill, s, lse + task * tq);                                \
+            gemm(101, 111, 111, (I)n, (I)dv, (I)tk, (T)1, s, (I)tk, vp, (I)vs[2], (T)0,      \
+                 out + ((b * tq + r0) * heads + h) * dv, (I)(heads * dv));                   \
+        }                                                                                    \
+    }                                                                                        \
+    free(s);                                                                                 \
+}                                                                                            \
+                                                                                             \
 int NAME##_forward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t tk,           \
                    int64_t dk, int64_t dv, const T *q, const int64_t *qs, const T *k,        \
                    const int64_t *ks, const T *v, const int64_t *vs, const uint8_t *mask,    \
                    const int64_t *ms, int causal, double scale, T fill, int64_t rows,         \
                    T *out, T *lse) {                                                         \
-    NAME##_gemm gemm = (NAME##_gemm)fn;                                                      \
-    int64_t tasks = batch * heads, failed = 0;                                               \
-    _Pragma("omp parallel reduction(+:failed)")                                             \
-    {                                                                                        \
-        T *s = malloc(sizeof(T) * rows * tk);                                                \
-        failed += s == NULL;                                                                 \
-        _Pragma("omp for schedule(dynamic)")                                                \
-        for (int64_t task = 0; task < tasks; task++) {                                      \
-            if (!s) continue;                                                                \
-            int64_t b = task / heads, h = task % heads;                                      \
-            const T *qp = q + b * qs[0] + h * qs[1], *kp = k + b * ks[0] + h * ks[1];        \
-            const T *vp = v + b * vs[0] + h * vs[1];                                         \
-            const uint8_t *mp = mask ? mask + b * ms[0] + h * ms[1] : NULL;                  \
-            for (int64_t r0 = 0; r0 < tq; r0 += rows) {                                      \
-                int64_t n = tq - r0 < rows ? tq - r0 : rows;                                 \
-                NAME##_weights(gemm, qp, qs[2], kp, ks[2], n, tk, dk, (T)scale, mp, ms, r0,  \
-                               causal, fill, s, lse + task * tq);                            \
-                gemm(101, 111, 111, (I)n, (I)dv, (I)tk, (T)1, s, (I)tk, vp, (I)vs[2], (T)0,  \
-                     out + ((b * tq + r0) * heads + h) * dv, (I)(heads * dv));               \
-            }                                                                                \
-        }                                                                                    \
-        free(s);                                                                             \
+    struct NAME##_pass a = {(NAME##_gemm)fn, batch, heads, tq, tk, dk, dv, rows, q, k, v,    \
+                            NULL, qs, ks, vs, ms, NULL, mask, causal, scale, fill, out, lse, \
+                            NULL, NULL, NULL, 0};                                            \
+    int64_t tasks = batch * heads;                                                           \
+    burnish_parallel(NAME##_forward_tasks, &a, tasks, burnish_parts(1));                     \
+    return a.failed;                                                                         \
+}                                                                                            \
+                                                                                             \
+/* Tasks [begin, end) of the backward pass, on two scratch blocks. */                        \
+static void NAME##_backward_tasks(void *context, int64_t begin, int64_t end) {              \
+    const struct NAME##_pass *a = context;                                                   \
+    NAME##_gemm gemm = a->gemm;                                                              \
+    int64_t heads = a->heads, tq = a->tq, tk = a->tk, dk = a->dk, dv = a->dv;                \
+    int64_t rows = a->rows;                                                                  \
+    const T *q = a->q, *k = a->k, *v = a->v, *g = a->g;                                      \
+    const int64_t *qs = a->qs, *ks = a->ks, *vs = a->vs, *ms = a->ms, *gs = a->gs;           \
+    const uint8_t *mask = a->mask;                                                           \
+    int causal = a->causal;                                                                  \
+    double scale = a->scale;                                                                 \
+    T fill = a->fill, *dq = a->dq, *dkey = a->dkey, *dval = a->dval;                         \
+    T *p = malloc(sizeof(T) * rows * tk), *dp = malloc(sizeof(T) * rows * tk);               \
+    if (!p || !dp) {                                                                         \
+        free(p);                                                                             \
+        free(dp);                                                                            \
+        __atomic_store_n(&((struct NAME##_pass *)context)->failed, 1, __ATOMIC_RELAXED);      \
+        return;                                                                              \
     }                                                                                        \
-    return failed != 0;                                                                      \
+    for (int64_t task = begin; task < end; task++) {                                        \
+        int64_t b = task / heads, h = task % heads;                                          \
+        const T *qp = q + b * qs[0] + h * qs[1], *kp = k + b * ks[0] + h * ks[1];            \
+        const T *vp = v + b * vs[0] + h * vs[1], *gp = g + b * gs[0] + h * gs[1];            \
+        const uint8_t *mp = mask ? mask + b * ms[0] + h * ms[1] : NULL;                      \
+        T *dqp = dq + (b * tq * heads + h) * dk, *dkp = dkey + (b * tk * heads + h) * dk;    \
+        T *dvp = dval + (b * tk * heads + h) * dv;                                           \
+        for (int64_t r0 = 0; r0 < tq; r0 += rows) {                                          \
+            int64_t n = tq - r0 < rows ? tq - r0 : rows;                                     \
+            T beta = r0 ? (T)1 : (T)0;                                                       \
+            NAME##_weights(gemm, qp, qs[2], kp, ks[2], n, tk, dk, (T)scale, mp, ms, r0,      \
+                           causal, fill, p, NULL);                                           \
+            const T *gr = gp + r0 * gs[2];                                                   \
+            gemm(101, 112, 111, (I)tk, (I)dv, (I)n, (T)1, p, (I)tk, gr, (I)gs[2], beta,       \
+                 dvp, (I)(heads * dv));                                                      \
+            gemm(101, 111, 112, (I)n, (I)tk, (I)dv, (T)1, gr, (I)gs[2], vp, (I)vs[2],        \
+                 (T)0, dp, (I)tk);                                                           \
+            for (int64_t i = 0; i < n; i++) {                                                \
+                T *w = p + i * tk, *d = dp + i * tk, dot = 0;                                \
+                int64_t limit = causal && r0 + i + 1 < tk ? r0 + i + 1 : tk;                 \
+                _Pragma("omp simd reduction(+:dot)")                                        \
+                for (int64_t j = 0; j < limit; j++) dot += w[j] * d[j];                      \
+                const uint8_t *m = mp ? mp + (r0 + i) * ms[2] : NULL;                        \
+                for (int64_t j = 0; j < limit; j++) {                                        \
+                    int forbidden = m && m[j * ms[3]];                                       \
+                    d[j] = forbidden ? (T)0 : w[j] * (d[j] - dot) * (T)scale;                \
+                }                                                                            \
+                for (int64_t j = limit; j < tk; j++) d[j] = 0;                               \
+            }                                                                                \
+            gemm(101, 111, 111, (I)n, (I)dk, (I)tk, (T)1, dp, (I)tk, kp, (I)ks[2], (T)0,     \
+                 dqp + r0 * heads * dk, (I)(heads * dk));                                    \
+            gemm(101, 112, 111, (I)tk, (I)dk, (I)n, (T)1, dp, (I)tk, qp + r0 * qs[2],        \
+                 (I)qs[2], beta, dkp, (I)(heads * dk));                                      \
+        }                                                                                    \
+    }                                                                                        \
+    free(p);                                                                                 \
+    free(dp);                                                                                \
 }                                                                                            \
                                                                                              \
 int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t tk,          \
@@ -117,53 +205,12 @@ int NAME##_backward(void *fn, int64_t batch, int64_t heads, int64_t tq, int64_t 
                     const int64_t *ks, const T *v, const int64_t *vs, const uint8_t *mask,   \
                     const int64_t *ms, int causal, double scale, T fill, int64_t rows,        \
                     const T *g, const int64_t *gs, T *dq, T *dkey, T *dval) {                \
-    NAME##_gemm gemm = (NAME##_gemm)fn;                                                      \
-    int64_t tasks = batch * heads, failed = 0;                                               \
-    _Pragma("omp parallel reduction(+:failed)")                                             \
-    {                                                                                        \
-        T *p = malloc(sizeof(T) * rows * tk), *dp = malloc(sizeof(T) * rows * tk);           \
-        failed += p == NULL || dp == NULL;                                                   \
-        _Pragma("omp for schedule(dynamic)")                                                \
-        for (int64_t task = 0; task < tasks; task++) {                                      \
-            if (!p || !dp) continue;                                                         \
-            int64_t b = task / heads, h = task % heads;                                      \
-            const T *qp = q + b * qs[0] + h * qs[1], *kp = k + b * ks[0] + h * ks[1];        \
-            const T *vp = v + b * vs[0] + h * vs[1], *gp = g + b * gs[0] + h * gs[1];        \
-            const uint8_t *mp = mask ? mask + b * ms[0] + h * ms[1] : NULL;                  \
-            T *dqp = dq + (b * tq * heads + h) * dk, *dkp = dkey + (b * tk * heads + h) * dk; \
-            T *dvp = dval + (b * tk * heads + h) * dv;                                       \
-            for (int64_t r0 = 0; r0 < tq; r0 += rows) {                                      \
-                int64_t n = tq - r0 < rows ? tq - r0 : rows;                                 \
-                T beta = r0 ? (T)1 : (T)0;                                                   \
-                NAME##_weights(gemm, qp, qs[2], kp, ks[2], n, tk, dk, (T)scale, mp, ms, r0,  \
-                               causal, fill, p, NULL);                                       \
-                const T *gr = gp + r0 * gs[2];                                               \
-                gemm(101, 112, 111, (I)tk, (I)dv, (I)n, (T)1, p, (I)tk, gr, (I)gs[2], beta,   \
-                     dvp, (I)(heads * dv));                                                  \
-                gemm(101, 111, 112, (I)n, (I)tk, (I)dv, (T)1, gr, (I)gs[2], vp, (I)vs[2],    \
-                     (T)0, dp, (I)tk);                                                       \
-                for (int64_t i = 0; i < n; i++) {                                            \
-                    T *w = p + i * tk, *d = dp + i * tk, dot = 0;                            \
-                    int64_t limit = causal && r0 + i + 1 < tk ? r0 + i + 1 : tk;             \
-                    _Pragma("omp simd reduction(+:dot)")                                    \
-                    for (int64_t j = 0; j < limit; j++) dot += w[j] * d[j];                  \
-                    const uint8_t *m = mp ? mp + (r0 + i) * ms[2] : NULL;                    \
-                    for (int64_t j = 0; j < limit; j++) {                                    \
-                        int forbidden = m && m[j * ms[3]];                                   \
-                        d[j] = forbidden ? (T)0 : w[j] * (d[j] - dot) * (T)scale;            \
-                    }                                                                        \
-                    for (int64_t j = limit; j < tk; j++) d[j] = 0;                           \
-                }                                                                            \
-                gemm(101, 111, 111, (I)n, (I)dk, (I)tk, (T)1, dp, (I)tk, kp, (I)ks[2], (T)0, \
-                     dqp + r0 * heads * dk, (I)(heads * dk));                                \
-                gemm(101, 112, 111, (I)tk, (I)dk, (I)n, (T)1, dp, (I)tk, qp + r0 * qs[2],    \
-                     (I)qs[2], beta, dkp, (I)(heads * dk));                                  \
-            }                                                                                \
-        }                                                                                    \
-        free(p);                                                                             \
-        free(dp);                                                                            \
-    }                                                                                        \
-    return failed != 0;                                                                      \
+    struct NAME##_pass a = {(NAME##_gemm)fn, batch, heads, tq, tk, dk, dv, rows, q, k, v, g, \
+                            qs, ks, vs, ms, gs, mask, causal, scale, fill, NULL, NULL, dq,   \
+                            dkey, dval, 0};                                                  \
+    int64_t tasks = batch * heads;                                                           \
+    burnish_parallel(NAME##_backward_tasks, &a, tasks, burnish_parts(1));                    \
+    return a.failed;                                                                         \
 }
 
 ATTENTION(burnish_attention_f32_i64, float, int64_t, expf, logf, -80)

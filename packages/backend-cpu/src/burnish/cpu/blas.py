@@ -2,16 +2,16 @@
 
 NumPy's OpenBLAS keeps a pool of threads of its own. Its parallel products are jobs that wait
 on each other's packed blocks in spin loops, and after each call its threads spin on for about
-0.1 s: beside burnish's OpenMP kernels (or any other busy process) on few cores, a thread spins
+0.1 s: beside burnish's kernels (or any other busy process) on few cores, a thread spins
 while the one it waits for has no core, and interleaved products and kernels ran 3x slower than
 either alone (bench/RESULTS.md). So burnish keeps OpenBLAS on one thread while its work calls it
 (``OneBlasThread``) and parallelizes products itself: ``Gemm`` splits a product, or a batch of
-them, into independent single-threaded BLAS calls run by the same OpenMP team as the kernels;
-the threads meet only at the end. ``cblas_sgemm``/``cblas_dgemm`` are called straight on
-burnish's buffers from C, in whichever of the two layouts each operand has (no copies).
+them, into independent single-threaded BLAS calls run on the kernels' thread pool
+(``burnish.cpu.threads``); the threads meet only at the end. ``cblas_sgemm``/``cblas_dgemm``
+are called straight on burnish's buffers from C, in whichever of the two layouts each operand
+has (no copies).
 
-Found through threadpoolctl; where there is no OpenBLAS (or no OpenMP), products stay with
-NumPy's ``matmul``.
+Found through threadpoolctl; where there is no OpenBLAS, products stay with NumPy's ``matmul``.
 """
 
 from __future__ import annotations
@@ -23,44 +23,62 @@ from typing import Any
 
 import numpy as np
 
+from burnish.jit.codegen.cpu import PARALLEL_HEADER
+
 #: One product per task: ``count`` products (or, accumulating, one sum of them), each split in
 #: ``parts_m`` row blocks and ``parts_n`` column blocks. Addresses come as three int64 arrays.
 #: With ``bias`` (a vector of ``n``), each task first writes its block of the output as the
 #: bias, broadcast over the rows, and BLAS adds the product to it: the bias pass runs on every
 #: thread, on a block that is in the cache when BLAS reads it.
-GEMM_SOURCE = r"""
+GEMM_SOURCE = PARALLEL_HEADER + r"""
 #include <stdint.h>
 #include <string.h>
 
 #define GEMM(NAME, T, I)                                                                      \
 typedef void (*NAME##_fn)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
-void NAME(void *fn, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t count,          \
-          const int64_t *as, const int64_t *bs, const int64_t *cs, int64_t lda, int64_t ldb, \
-          int64_t ldc, int accumulate, T beta, const T *bias, int64_t parts_m,               \
-          int64_t parts_n) {                                                                 \
-    NAME##_fn gemm = (NAME##_fn)fn;                                                          \
-    int64_t parts = parts_m * parts_n, tasks = accumulate ? parts : count * parts;          \
-    _Pragma("omp parallel for schedule(static) if (tasks > 1)")                            \
-    for (int64_t task = 0; task < tasks; task++) {                                          \
+struct NAME##_args {                                                                         \
+    NAME##_fn gemm;                                                                          \
+    int ta, tb, accumulate;                                                                  \
+    int64_t m, n, k, count, lda, ldb, ldc, parts_m, parts_n;                                 \
+    const int64_t *as, *bs, *cs;                                                             \
+    T beta;                                                                                  \
+    const T *bias;                                                                           \
+};                                                                                           \
+static void NAME##_tasks(void *context, int64_t begin, int64_t end) {                       \
+    const struct NAME##_args *g = context;                                                   \
+    int64_t m = g->m, n = g->n, lda = g->lda, ldb = g->ldb, ldc = g->ldc;                    \
+    int64_t parts_m = g->parts_m, parts_n = g->parts_n, parts = parts_m * parts_n;          \
+    int ta = g->ta, tb = g->tb, accumulate = g->accumulate;                                  \
+    for (int64_t task = begin; task < end; task++) {                                        \
         int64_t part = task % parts, pm = part / parts_n, pn = part % parts_n;               \
         int64_t r0 = m * pm / parts_m, r1 = m * (pm + 1) / parts_m;                          \
         int64_t c0 = n * pn / parts_n, c1 = n * (pn + 1) / parts_n;                          \
         if (r1 <= r0 || c1 <= c0) continue;                                                  \
-        int64_t first = accumulate ? 0 : task / parts, last = accumulate ? count : first + 1; \
+        int64_t first = accumulate ? 0 : task / parts;                                       \
+        int64_t last = accumulate ? g->count : first + 1;                                    \
         for (int64_t i = first; i < last; i++) {                                            \
-            const T *a = (const T *)as[i] + r0 * (ta ? 1 : lda);                             \
-            const T *b = (const T *)bs[i] + c0 * (tb ? ldb : 1);                             \
-            T *c = (T *)cs[i] + r0 * ldc + c0;                                               \
-            T scale = (accumulate && i) ? (T)1 : beta;                                       \
-            if (bias && scale == (T)0) {                                                     \
+            const T *a = (const T *)g->as[i] + r0 * (ta ? 1 : lda);                          \
+            const T *b = (const T *)g->bs[i] + c0 * (tb ? ldb : 1);                          \
+            T *c = (T *)g->cs[i] + r0 * ldc + c0;                                            \
+            T scale = (accumulate && i) ? (T)1 : g->beta;                                    \
+            if (g->bias && scale == (T)0) {                                                  \
                 for (int64_t r = 0; r < r1 - r0; r++)                                        \
-                    memcpy(c + r * ldc, bias + c0, sizeof(T) * (size_t)(c1 - c0));           \
+                    memcpy(c + r * ldc, g->bias + c0, sizeof(T) * (size_t)(c1 - c0));        \
                 scale = (T)1;                                                                \
             }                                                                                \
-            gemm(101, ta ? 112 : 111, tb ? 112 : 111, (I)(r1 - r0), (I)(c1 - c0), (I)k,       \
-                 (T)1, a, (I)lda, b, (I)ldb, scale, c, (I)ldc);                              \
+            g->gemm(101, ta ? 112 : 111, tb ? 112 : 111, (I)(r1 - r0), (I)(c1 - c0),          \
+                    (I)g->k, (T)1, a, (I)lda, b, (I)ldb, scale, c, (I)ldc);                  \
         }                                                                                    \
     }                                                                                        \
+}                                                                                            \
+void NAME(void *fn, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t count,          \
+          const int64_t *as, const int64_t *bs, const int64_t *cs, int64_t lda, int64_t ldb, \
+          int64_t ldc, int accumulate, T beta, const T *bias, int64_t parts_m,               \
+          int64_t parts_n) {                                                                 \
+    struct NAME##_args g = {(NAME##_fn)fn, ta, tb, accumulate, m, n, k, count, lda, ldb,     \
+                            ldc, parts_m, parts_n, as, bs, cs, beta, bias};                  \
+    int64_t parts = parts_m * parts_n, tasks = accumulate ? parts : count * parts;          \
+    burnish_parallel(NAME##_tasks, &g, tasks, tasks);                                        \
 }
 
 GEMM(burnish_gemm_f32_i64, float, int64_t)
@@ -111,8 +129,8 @@ class OneBlasThread:
 
 
 class Gemm:
-    """NumPy's OpenBLAS called from burnish's OpenMP threads (``available`` False where there is
-    no OpenBLAS or no OpenMP: ``product`` then returns False and the caller uses NumPy)."""
+    """NumPy's OpenBLAS called from burnish's threads (``available`` False where there is no
+    OpenBLAS: ``product`` then returns False and the caller uses NumPy)."""
 
     def __init__(self, compiler: Any, threads: int) -> None:
         libraries = _openblas_libraries()
@@ -120,7 +138,7 @@ class Gemm:
         self.threads = threads
         self.functions: dict[str, tuple[Any, int, bool]] = {}
         openblas = [lib for lib in libraries if lib.internal_api == "openblas"]
-        if len(openblas) != 1 or not compiler.openmp:
+        if len(openblas) != 1:
             return
         compiled = compiler.build(GEMM_SOURCE)
         for dtype, name in (("float32", "cblas_sgemm"), ("float64", "cblas_dgemm")):

@@ -18,6 +18,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from burnish.cpu.threads import Threads, pool
+
 #: Flags of every kernel: optimised for this machine's CPU (its vector width), math functions
 #: free of errno. (Not -fwrapv: it keeps the compiler from vectorizing loops whose addresses
 #: are int32 arithmetic, which every kernel's are.)
@@ -124,4 +126,12 @@ class Compiler:
                     raise RuntimeError(f"{self.path} could not compile a kernel:\n"
                                        f"{result.stderr.strip()}\n--- source ---\n{source}")
                 os.replace(built, library)
-        return ctypes.CDLL(str(library))
+        loaded = ctypes.CDLL(str(library))
+        if hasattr(loaded, "burnish_threads_attach"):  # its parallel loops: on the pool
+            self.threads.attach(loaded)
+        return loaded
+
+    @functools.cached_property
+    def threads(self) -> Threads:
+        """The process's thread pool (``burnish.cpu.threads``), started at the first use."""
+        return pool(lambda source: self.build(source, ("-pthread",)))

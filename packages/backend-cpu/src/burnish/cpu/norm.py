@@ -3,11 +3,12 @@ scaled and shifted values in one visit while the row is in the cache.
 
 The protocol's composition is nine passes over the tensor (two means, a subtraction, a square,
 the epsilon, a square root and three broadcast products and sums), each a launch; here each
-OpenMP thread takes a block of rows, and each row is three vector loops: its sum, the sum of
-its squared deviations from the mean (two passes, as the composition: no cancellation), and
-``(x - mean) * invstd * weight + bias`` written out (and the row's statistics, where autodiff
-keeps them). The backward is one visit per row too: the row's two sums for ``dx``, then ``dx``,
-while the weight's and the bias's gradients gather in per-run column sums.
+thread (``burnish.cpu.threads``) takes a block of rows, and each row is three vector loops:
+its sum, the sum of its squared deviations from the mean (two passes, as the composition: no
+cancellation), and ``(x - mean) * invstd * weight + bias`` written out (and the row's
+statistics, where autodiff keeps them). The backward is one visit per row too: the row's two
+sums for ``dx``, then ``dx``, while the weight's and the bias's gradients gather in per-run
+column sums.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-SOURCE = r"""
+from burnish.jit.codegen.cpu import PARALLEL_HEADER
+
+SOURCE = PARALLEL_HEADER + r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <math.h>
@@ -27,10 +30,18 @@ SOURCE = r"""
 /* out[r, :] = (x[r, :] - mean) / sqrt(var + eps) * w + b over rows of d, x and out plain;
    each row's mean and 1 / sqrt(var + eps) also into means and invstds where given. */
 #define LAYER_NORM(NAME, T, SQRT)                                                            \
-void NAME(const T *x, const T *w, const T *b, int64_t rows, int64_t d, T eps, T *out,        \
-          T *means, T *invstds) {                                                            \
-    _Pragma("omp parallel for schedule(static) if (rows * d >= 32768)")                     \
-    for (int64_t r = 0; r < rows; r++) {                                                     \
+struct NAME##_args {                                                                         \
+    const T *x, *w, *b;                                                                      \
+    int64_t d;                                                                               \
+    T eps, *out, *means, *invstds;                                                           \
+};                                                                                           \
+                                                                                             \
+static void NAME##_range(void *context, int64_t begin, int64_t end) {                       \
+    const struct NAME##_args *a = context;                                                   \
+    const T *x = a->x, *w = a->w, *b = a->b;                                                 \
+    int64_t d = a->d;                                                                        \
+    T eps = a->eps, *out = a->out, *means = a->means, *invstds = a->invstds;                 \
+    for (int64_t r = begin; r < end; r++) {                                                  \
         const T *src = x + r * d;                                                            \
         T *dst = out + r * d;                                                                \
         T total = 0, squares = 0;                                                            \
@@ -47,6 +58,12 @@ void NAME(const T *x, const T *w, const T *b, int64_t rows, int64_t d, T eps, T 
         _Pragma("omp simd")                                                                 \
         for (int64_t j = 0; j < d; j++) dst[j] = (src[j] - mean) * invstd * w[j] + b[j];     \
     }                                                                                        \
+}                                                                                            \
+                                                                                             \
+void NAME(const T *x, const T *w, const T *b, int64_t rows, int64_t d, T eps, T *out,        \
+          T *means, T *invstds) {                                                            \
+    struct NAME##_args a = {x, w, b, d, eps, out, means, invstds};                           \
+    burnish_parallel(NAME##_range, &a, rows, burnish_parts(rows * d >= 32768));              \
 }
 
 /* The gradients of LAYER_NORM's out contracted with grad, from each row's mean and invstd:
@@ -57,12 +74,18 @@ void NAME(const T *x, const T *w, const T *b, int64_t rows, int64_t d, T eps, T 
    on the threads. */
 #define CHUNKS 16
 #define LAYER_NORM_BACKWARD(NAME, T)                                                         \
-void NAME(const T *x, const T *w, const T *means, const T *invstds, const T *grad,            \
-          int64_t rows, int64_t d, T *dx, T *dw, T *db) {                                    \
-    int64_t chunks = rows < CHUNKS ? (rows > 0 ? rows : 1) : CHUNKS;                         \
-    T *partial = calloc((size_t)(2 * chunks * d), sizeof(T));                                \
-    _Pragma("omp parallel for schedule(static) if (rows * d >= 32768)")                     \
-    for (int64_t c = 0; c < chunks; c++) {                                                   \
+struct NAME##_args {                                                                         \
+    const T *x, *w, *means, *invstds, *grad;                                                 \
+    int64_t rows, d, chunks;                                                                 \
+    T *dx, *partial;                                                                         \
+};                                                                                           \
+                                                                                             \
+static void NAME##_range(void *context, int64_t begin, int64_t end) {                       \
+    const struct NAME##_args *a = context;                                                   \
+    const T *x = a->x, *w = a->w, *means = a->means, *invstds = a->invstds, *grad = a->grad; \
+    int64_t rows = a->rows, d = a->d, chunks = a->chunks;                                    \
+    T *dx = a->dx, *partial = a->partial;                                                    \
+    for (int64_t c = begin; c < end; c++) {                                                  \
         T *pw = partial + 2 * c * d, *pb = pw + d;                                           \
         for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; r++) {              \
             const T *xr = x + r * d, *gr = grad + r * d;                                     \
@@ -84,6 +107,14 @@ void NAME(const T *x, const T *w, const T *means, const T *invstds, const T *gra
             }                                                                                \
         }                                                                                    \
     }                                                                                        \
+}                                                                                            \
+                                                                                             \
+void NAME(const T *x, const T *w, const T *means, const T *invstds, const T *grad,            \
+          int64_t rows, int64_t d, T *dx, T *dw, T *db) {                                    \
+    int64_t chunks = rows < CHUNKS ? (rows > 0 ? rows : 1) : CHUNKS;                         \
+    T *partial = calloc((size_t)(2 * chunks * d), sizeof(T));                                \
+    struct NAME##_args a = {x, w, means, invstds, grad, rows, d, chunks, dx, partial};       \
+    burnish_parallel(NAME##_range, &a, chunks, burnish_parts(rows * d >= 32768));            \
     for (int64_t j = 0; j < d; j++) {                                                        \
         T sw = 0, sb = 0;                                                                    \
         for (int64_t c = 0; c < chunks; c++) {                                               \

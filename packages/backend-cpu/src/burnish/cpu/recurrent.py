@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from burnish.jit.codegen.cpu import vector_math_declarations
+from burnish.jit.codegen.cpu import PARALLEL_HEADER, vector_math_declarations
 
 #: Multiply-adds per block of a step at least: the threads meet once per step. Measured on
 #: 2 cores (Zen 4): a GRU layer of 128 units, batch 8, 32 steps (2 blocks of 196K) took
@@ -49,13 +49,12 @@ def blocks(batch: int, gates: int, hidden: int) -> int:
     return count
 
 
-SOURCE = r"""
+SOURCE = PARALLEL_HEADER + r"""
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
-#include <omp.h>
 
 /* One layer's arguments (``Layer`` in Python: every field 8 bytes). gates = 4 (LSTM) or 3
    (GRU). x [seq, batch, gates * hidden] (strides xs), w [hidden, gates * hidden] (row-major
@@ -116,15 +115,18 @@ static void NAME##_gather(const T *src, const int64_t *ss, int64_t batch, int64_
         for (int64_t j = 0; j < hidden; j++) dst[b * hidden + j] = src[b * ss[0] + j * ss[1]]; \
 }                                                                                            \
                                                                                              \
-/* One layer on a->threads threads. A step is a->blocks blocks of hidden units, each one     \
-   product (the previous hidden state times its units' columns of every gate, packed side   \
-   by side [hidden, gates * width] by whoever runs the block first; one block reads the     \
-   weight as it is) and the cell over its units. Every step's blocks are taken by whichever \
-   thread asks first, and a thread goes on to the next step once all of them are done: a   \
-   thread that has no core meanwhile holds back no block it has not begun. The blocks are   \
-   the same whatever the thread count, and so are the results. Returns nonzero when memory  \
-   ran out. */                                                                               \
-static int NAME##_layer(const burnish_recurrent_layer *a) {                                  \
+/* The steps of one layer, run by each of its threads (every part: the whole loop; a thread  \
+   that comes late finds the steps done). */                                                 \
+struct NAME##_state {                                                                        \
+    const burnish_recurrent_layer *a;                                                        \
+    T *first, *cell, *work, *hidden_bias, *packed;                                           \
+    int64_t *taken, *done;                                                                   \
+};                                                                                           \
+                                                                                             \
+static void NAME##_steps(void *context, int64_t begin, int64_t end) {                        \
+    (void)begin, (void)end;                                                                  \
+    const struct NAME##_state *state = context;                                              \
+    const burnish_recurrent_layer *a = state->a;                                             \
     NAME##_gemm gemm = (NAME##_gemm)a->gemm;                                                 \
     int gates = (int)a->gates, reverse = (int)a->reverse, threads = (int)a->threads;         \
     int64_t seq = a->seq, batch = a->batch, hidden = a->hidden, ldw = a->ldw, bs = a->bs;    \
@@ -135,23 +137,9 @@ static int NAME##_layer(const burnish_recurrent_layer *a) {                     
     T *out = a->out, *last_h = a->last_h, *last_c = a->last_c;                               \
     int64_t size = batch * hidden, width_all = gates * hidden;                               \
     int pack = blocks > 1;                                                                   \
-    T *first = malloc(sizeof(T) * (size ? size : 1));                                        \
-    T *cell = malloc(sizeof(T) * (size ? size : 1));                                         \
-    T *work = malloc(sizeof(T) * (size ? size * gates : 1));                                 \
-    T *hidden_bias = malloc(sizeof(T) * (3 * hidden ? 3 * hidden : 1));                      \
-    T *packed = pack ? malloc(sizeof(T) * (hidden * width_all ? hidden * width_all : 1))     \
-                     : NULL;                                                                 \
-    /* per step: the blocks taken, then those done */                                       \
-    int64_t *taken = calloc(2 * (seq ? seq : 1), sizeof(int64_t)), *done = taken + seq;     \
-    if (!first || !cell || !work || !hidden_bias || (pack && !packed) || !taken) {           \
-        free(first); free(cell); free(work); free(hidden_bias); free(packed); free(taken);    \
-        return 1;                                                                            \
-    }                                                                                        \
-    NAME##_gather(h0, hs, batch, hidden, first);                                             \
-    if (c0) NAME##_gather(c0, cs, batch, hidden, cell);                                      \
-    for (int64_t j = 0; j < 3 * hidden && gates == 3; j++)                                   \
-        hidden_bias[j] = bias ? bias[j * bs] : (T)0;                                         \
-    _Pragma("omp parallel num_threads(threads) if (threads > 1)")                           \
+    T *first = state->first, *cell = state->cell, *work = state->work;                       \
+    T *hidden_bias = state->hidden_bias, *packed = state->packed;                            \
+    int64_t *taken = state->taken, *done = state->done;                                      \
     for (int64_t s = 0; s < seq; s++) {                                                      \
         int64_t t = reverse ? seq - 1 - s : s;                                               \
         int64_t before = reverse ? t + 1 : t - 1;                                            \
@@ -194,6 +182,45 @@ static int NAME##_layer(const burnish_recurrent_layer *a) {                     
         }                                                                                    \
         burnish_recurrent_wait(done + s, blocks);                                            \
     }                                                                                        \
+}                                                                                            \
+                                                                                             \
+/* One layer on a->threads threads. A step is a->blocks blocks of hidden units, each one     \
+   product (the previous hidden state times its units' columns of every gate, packed side   \
+   by side [hidden, gates * width] by whoever runs the block first; one block reads the     \
+   weight as it is) and the cell over its units. Every step's blocks are taken by whichever \
+   thread asks first, and a thread goes on to the next step once all of them are done: a   \
+   thread that has no core meanwhile holds back no block it has not begun. The blocks are   \
+   the same whatever the thread count, and so are the results. Returns nonzero when memory  \
+   ran out. */                                                                               \
+static int NAME##_layer(const burnish_recurrent_layer *a) {                                  \
+    NAME##_gemm gemm = (NAME##_gemm)a->gemm;                                                 \
+    int gates = (int)a->gates, reverse = (int)a->reverse, threads = (int)a->threads;         \
+    int64_t seq = a->seq, batch = a->batch, hidden = a->hidden, ldw = a->ldw, bs = a->bs;    \
+    int64_t blocks = a->blocks;                                                              \
+    int tw = (int)a->tw;                                                                     \
+    const T *x = a->x, *w = a->w, *bias = a->bias, *h0 = a->h0, *c0 = a->c0;                 \
+    const int64_t *xs = a->xs, *hs = a->hs, *cs = a->cs;                                     \
+    T *out = a->out, *last_h = a->last_h, *last_c = a->last_c;                               \
+    int64_t size = batch * hidden, width_all = gates * hidden;                               \
+    int pack = blocks > 1;                                                                   \
+    T *first = malloc(sizeof(T) * (size ? size : 1));                                        \
+    T *cell = malloc(sizeof(T) * (size ? size : 1));                                         \
+    T *work = malloc(sizeof(T) * (size ? size * gates : 1));                                 \
+    T *hidden_bias = malloc(sizeof(T) * (3 * hidden ? 3 * hidden : 1));                      \
+    T *packed = pack ? malloc(sizeof(T) * (hidden * width_all ? hidden * width_all : 1))     \
+                     : NULL;                                                                 \
+    /* per step: the blocks taken, then those done */                                       \
+    int64_t *taken = calloc(2 * (seq ? seq : 1), sizeof(int64_t)), *done = taken + seq;     \
+    if (!first || !cell || !work || !hidden_bias || (pack && !packed) || !taken) {           \
+        free(first); free(cell); free(work); free(hidden_bias); free(packed); free(taken);    \
+        return 1;                                                                            \
+    }                                                                                        \
+    NAME##_gather(h0, hs, batch, hidden, first);                                             \
+    if (c0) NAME##_gather(c0, cs, batch, hidden, cell);                                      \
+    for (int64_t j = 0; j < 3 * hidden && gates == 3; j++)                                   \
+        hidden_bias[j] = bias ? bias[j * bs] : (T)0;                                         \
+    struct NAME##_state state = {a, first, cell, work, hidden_bias, packed, taken, done};    \
+    burnish_parallel(NAME##_steps, &state, threads, threads);                                \
     int64_t final = reverse ? 0 : seq - 1;                                                   \
     memcpy(last_h, seq ? out + final * size : first, sizeof(T) * size);                      \
     if (last_c) memcpy(last_c, cell, sizeof(T) * size);                                      \
@@ -204,6 +231,21 @@ static int NAME##_layer(const burnish_recurrent_layer *a) {                     
     free(packed);                                                                            \
     free(taken);                                                                             \
     return 0;                                                                                \
+}                                                                                            \
+                                                                                             \
+struct NAME##_batch {                                                                        \
+    const burnish_recurrent_layer *layers;                                                   \
+    int failed;                                                                              \
+};                                                                                           \
+                                                                                             \
+/* Layers [begin, end), each on the calling thread. */                                       \
+static void NAME##_each(void *context, int64_t begin, int64_t end) {                         \
+    struct NAME##_batch *batch = context;                                                    \
+    for (int64_t i = begin; i < end; i++) {                                                  \
+        burnish_recurrent_layer one = batch->layers[i];                                      \
+        one.threads = 1;                                                                     \
+        if (NAME##_layer(&one)) __atomic_store_n(&batch->failed, 1, __ATOMIC_RELAXED);       \
+    }                                                                                        \
 }                                                                                            \
                                                                                              \
 /* count independent layers (none reads what another writes): one alone on its threads, at  \
@@ -217,12 +259,9 @@ int NAME##_layers(const burnish_recurrent_layer *layers, int64_t count, int thre
         if (one.threads > threads) one.threads = threads;                                    \
         return NAME##_layer(&one);                                                           \
     }                                                                                        \
-    _Pragma("omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(|: failed)") \
-    for (int64_t i = 0; i < count; i++) {                                                    \
-        burnish_recurrent_layer one = layers[i];                                             \
-        one.threads = 1;                                                                     \
-        failed |= NAME##_layer(&one);                                                        \
-    }                                                                                        \
+    struct NAME##_batch batch = {layers, 0};                                                 \
+    burnish_parallel(NAME##_each, &batch, count, threads > 1 ? count : 1);                   \
+    failed = batch.failed;                                                                   \
     return failed;                                                                           \
 }
 
@@ -328,12 +367,12 @@ class NativeRecurrent:
         self.threads = threads
         #: ``Pace`` per layers' sizes (the dtype; each layer's steps, batch, gates, units).
         self.paces: dict[tuple, Pace] = {}
-        if not compiler.openmp or not gemm.available:
+        if not gemm.available:
             return
         # libmvec's vector exp and tanh for the cell loops, where the compiler has them.
         declarations = vector_math_declarations() if compiler.vector_math else ""
-        library = compiler.build(SOURCE.replace("#include <omp.h>\n",
-                                                "#include <omp.h>\n" + declarations))
+        library = compiler.build(SOURCE.replace("#include <math.h>\n",
+                                                "#include <math.h>\n" + declarations))
         for dtype, (address, wide) in gemm.pointers().items():
             name = f"burnish_recurrent_{'f32' if dtype == 'float32' else 'f64'}_" \
                    f"{'i64' if wide else 'i32'}_layers"

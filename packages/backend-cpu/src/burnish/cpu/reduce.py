@@ -17,14 +17,11 @@ from typing import Any
 
 import numpy as np
 
-SOURCE = r"""
+from burnish.jit.codegen.cpu import PARALLEL_HEADER
+
+SOURCE = PARALLEL_HEADER + r"""
 #include <stdint.h>
 #include <stdlib.h>
-#ifdef _OPENMP
-#include <omp.h>
-#else
-#define omp_get_max_threads() 1
-#endif
 
 /* Columns per block of the strided case: their sums stay in registers and L1. */
 #define COLUMNS 256
@@ -47,38 +44,61 @@ static void NAME(const T *x, int64_t n, int64_t inner, int64_t o, int64_t c0, in
    the dtype, added in lanes. */
 #define SUM(NAME, T)                                                                          \
 COLUMN_SUMS(NAME##_columns, T)                                                               \
+struct NAME##_args {                                                                         \
+    const T *x;                                                                              \
+    int64_t n, inner, blocks, parts;                                                         \
+    T scale, *out, *partial;                                                                 \
+};                                                                                           \
+                                                                                             \
+/* Rows [begin, end) of an inner of 1, each summed in lanes. */                              \
+static void NAME##_rows(void *context, int64_t begin, int64_t end) {                        \
+    const struct NAME##_args *a = context;                                                   \
+    const T *x = a->x;                                                                       \
+    int64_t n = a->n;                                                                        \
+    for (int64_t o = begin; o < end; o++) {                                                  \
+        const T *row = x + o * n;                                                            \
+        T total = 0;                                                                         \
+        _Pragma("omp simd reduction(+:total)")                                              \
+        for (int64_t r = 0; r < n; r++) total += row[r];                                     \
+        a->out[o] = total * a->scale;                                                        \
+    }                                                                                        \
+}                                                                                            \
+                                                                                             \
+/* Jobs [begin, end): each a part of the rows of an (outer, column block) pair. */           \
+static void NAME##_jobs(void *context, int64_t begin, int64_t end) {                        \
+    const struct NAME##_args *a = context;                                                   \
+    int64_t n = a->n, inner = a->inner, blocks = a->blocks, parts = a->parts;               \
+    T *partial = a->partial;                                                                 \
+    for (int64_t job = begin; job < end; job++) {                                           \
+        int64_t task = job / parts, part = job % parts;                                      \
+        int64_t o = task / blocks, c0 = task % blocks * COLUMNS;                             \
+        int64_t width = inner - c0 < COLUMNS ? inner - c0 : COLUMNS;                         \
+        T sums[COLUMNS];                                                                     \
+        NAME##_columns(a->x, n, inner, o, c0, width, n * part / parts,                       \
+                       n * (part + 1) / parts, partial ? partial + job * COLUMNS : sums);    \
+        if (partial) continue;                                                               \
+        T *dst = a->out + o * inner + c0;                                                    \
+        for (int64_t j = 0; j < width; j++) dst[j] = sums[j] * a->scale;                     \
+    }                                                                                        \
+}                                                                                            \
+                                                                                             \
 int NAME(const T *x, int64_t outer, int64_t n, int64_t inner, T scale, T *out) {             \
+    struct NAME##_args a = {x, n, inner, 1, 1, scale, out, NULL};                            \
     if (inner == 1) {                                                                        \
-        _Pragma("omp parallel for schedule(static) if (outer * n >= 32768)")                \
-        for (int64_t o = 0; o < outer; o++) {                                                \
-            const T *row = x + o * n;                                                        \
-            T total = 0;                                                                     \
-            _Pragma("omp simd reduction(+:total)")                                          \
-            for (int64_t r = 0; r < n; r++) total += row[r];                                 \
-            out[o] = total * scale;                                                          \
-        }                                                                                    \
+        burnish_parallel(NAME##_rows, &a, outer, burnish_parts(outer * n >= 32768));         \
         return 0;                                                                            \
     }                                                                                        \
     int64_t blocks = (inner + COLUMNS - 1) / COLUMNS, tasks = outer * blocks;                \
-    int64_t threads = omp_get_max_threads(), parts = 1;                                      \
+    int64_t threads = burnish_threads, parts = 1;                                            \
     if (tasks < threads && outer * n * inner >= 32768) {                                     \
         parts = (threads + tasks - 1) / tasks;                                               \
         if (parts > n / 16) parts = n / 16 > 1 ? n / 16 : 1;                                 \
     }                                                                                        \
     T *partial = parts > 1 ? malloc(sizeof(T) * parts * tasks * COLUMNS) : NULL;             \
     if (parts > 1 && !partial) return 1;                                                     \
-    _Pragma("omp parallel for schedule(static) if (outer * n * inner >= 32768)")            \
-    for (int64_t job = 0; job < tasks * parts; job++) {                                     \
-        int64_t task = job / parts, part = job % parts;                                      \
-        int64_t o = task / blocks, c0 = task % blocks * COLUMNS;                             \
-        int64_t width = inner - c0 < COLUMNS ? inner - c0 : COLUMNS;                         \
-        T sums[COLUMNS];                                                                     \
-        NAME##_columns(x, n, inner, o, c0, width, n * part / parts, n * (part + 1) / parts,  \
-                       partial ? partial + job * COLUMNS : sums);                            \
-        if (partial) continue;                                                               \
-        T *dst = out + o * inner + c0;                                                       \
-        for (int64_t j = 0; j < width; j++) dst[j] = sums[j] * scale;                        \
-    }                                                                                        \
+    a.blocks = blocks, a.parts = parts, a.partial = partial;                                 \
+    burnish_parallel(NAME##_jobs, &a, tasks * parts,                                         \
+                     burnish_parts(outer * n * inner >= 32768));                             \
     if (partial) {                                                                           \
         for (int64_t task = 0; task < tasks; task++) {                                      \
             int64_t o = task / blocks, c0 = task % blocks * COLUMNS;                         \

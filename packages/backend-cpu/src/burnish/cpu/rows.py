@@ -17,17 +17,29 @@ from typing import Any
 
 import numpy as np
 
-from burnish.jit.codegen.cpu import vector_math_declarations
+from burnish.jit.codegen.cpu import PARALLEL_HEADER, vector_math_declarations
 
-SOURCE = r"""
+SOURCE = PARALLEL_HEADER + r"""
 #include <stdint.h>
 #include <math.h>
 
 /* out = softmax (op 0) or log_softmax (op 1) of x over rows of d, both plain. */
 #define ROWS(NAME, T, EXP, LOG)                                                              \
-void NAME(const T *x, int64_t rows, int64_t d, int op, T *out) {                           \
-    _Pragma("omp parallel for schedule(static) if (rows * d >= 32768)")                     \
-    for (int64_t r = 0; r < rows; r++) {                                                     \
+/* The arguments of a row op, shared by its parallel ranges of rows. */                      \
+struct NAME##_rows {                                                                         \
+    const T *x, *grad;                                                                       \
+    int64_t d;                                                                               \
+    int op;                                                                                  \
+    T *out;                                                                                  \
+};                                                                                           \
+                                                                                             \
+static void NAME##_range(void *context, int64_t begin, int64_t end) {                       \
+    const struct NAME##_rows *a = context;                                                   \
+    const T *x = a->x;                                                                       \
+    int64_t d = a->d;                                                                        \
+    int op = a->op;                                                                          \
+    T *out = a->out;                                                                         \
+    for (int64_t r = begin; r < end; r++) {                                                  \
         const T *src = x + r * d;                                                            \
         T *dst = out + r * d;                                                                \
         T top = src[0];                                                                      \
@@ -49,11 +61,18 @@ void NAME(const T *x, int64_t rows, int64_t d, int op, T *out) {                
     }                                                                                        \
 }                                                                                            \
                                                                                              \
-/* dx of softmax (op 0) or log_softmax (op 1) from its output and grad, rows of d, plain. */ \
-void NAME##_backward(const T *output, const T *grad, int64_t rows, int64_t d, int op,        \
-                     T *out) {                                                               \
-    _Pragma("omp parallel for schedule(static) if (rows * d >= 32768)")                     \
-    for (int64_t r = 0; r < rows; r++) {                                                     \
+void NAME(const T *x, int64_t rows, int64_t d, int op, T *out) {                           \
+    struct NAME##_rows a = {x, NULL, d, op, out};                                            \
+    burnish_parallel(NAME##_range, &a, rows, burnish_parts(rows * d >= 32768));              \
+}                                                                                            \
+                                                                                             \
+static void NAME##_backward_range(void *context, int64_t begin, int64_t end) {              \
+    const struct NAME##_rows *a = context;                                                   \
+    const T *output = a->x, *grad = a->grad;                                                 \
+    int64_t d = a->d;                                                                        \
+    int op = a->op;                                                                          \
+    T *out = a->out;                                                                         \
+    for (int64_t r = begin; r < end; r++) {                                                  \
         const T *y = output + r * d, *g = grad + r * d;                                      \
         T *dst = out + r * d;                                                                \
         T total = 0;                                                                         \
@@ -69,6 +88,13 @@ void NAME##_backward(const T *output, const T *grad, int64_t rows, int64_t d, in
             for (int64_t j = 0; j < d; j++) dst[j] = y[j] * (g[j] - total);                  \
         }                                                                                    \
     }                                                                                        \
+}                                                                                            \
+                                                                                             \
+/* dx of softmax (op 0) or log_softmax (op 1) from its output and grad, rows of d, plain. */ \
+void NAME##_backward(const T *output, const T *grad, int64_t rows, int64_t d, int op,        \
+                     T *out) {                                                               \
+    struct NAME##_rows a = {output, grad, d, op, out};                                       \
+    burnish_parallel(NAME##_backward_range, &a, rows, burnish_parts(rows * d >= 32768));     \
 }
 
 ROWS(burnish_rows_f32, float, expf, logf)

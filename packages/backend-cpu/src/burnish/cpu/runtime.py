@@ -78,7 +78,7 @@ class CpuRuntime(Runtime):
         super().__init__()
         self.compiler = compiler
         self.generator = CpuGenerator(vector_math=compiler.vector_math)
-        self.threads = os.cpu_count() or 1
+        self.threads = compiler.threads.count
         self.library_products = os.environ.get("BURNISH_CPU_BLAS", "1").lower() not in (
             "0", "false", "off", "no")
 
@@ -95,8 +95,9 @@ class CpuRuntime(Runtime):
         return name
 
     def describe_compiler(self) -> str:
-        threads = (f"OpenMP on {self.threads} threads" if self.compiler.openmp
-                   else "one thread (the compiler has no OpenMP)")
+        threads = f"{self.threads} threads" + (
+            " (OpenMP's for convolutions, pooling and int8 kernels)" if self.compiler.openmp
+            else " (one for convolutions, pooling and int8 kernels: the compiler has no OpenMP)")
         vector = "; vector math from libmvec" if self.compiler.vector_math else ""
         return f"{self.compiler.version}; {threads}{vector}"
 
@@ -345,18 +346,23 @@ class CpuRuntime(Runtime):
 
     def replayer(self, commands: Sequence[tuple]) -> Any:
         """The recorded launches and host calls in order, inside one BLAS guard and NumPy
-        error state (a host call outside a replay enters both itself: ``host``)."""
+        error state (a host call outside a replay enters both itself: ``host``) and one busy
+        phase of the thread pool."""
         program = self.program(commands)
         copy = type(self).copy.__get__(self)
         guard = self.gemm.guard
+        busy = self.compiler.threads.busy
         count = len(program)
 
         def replay(copies: Sequence[tuple]) -> None:
-            for src, dst, start, end, _ in copies:
-                copy(src, start, dst, start, end - start)
-            with np.errstate(all="ignore"), guard:  # NaN and inf propagate, as in kernels
-                for fn, args in program:
-                    fn(*args)
+            # The pool's workers woken now and spinning until the last command is done (not
+            # asleep between them, not spinning after: burnish.cpu.threads).
+            with busy():
+                for src, dst, start, end, _ in copies:
+                    copy(src, start, dst, start, end - start)
+                with np.errstate(all="ignore"), guard:  # NaN and inf propagate, as in kernels
+                    for fn, args in program:
+                        fn(*args)
             self.launches += count  # one launch or host call each, as when they ran eagerly
 
         return replay

@@ -1,8 +1,9 @@
 """C for the CPU: the C-family renderer's third dialect, with each workgroup run as loops.
 
 A kernel becomes a function that runs one workgroup, called for every workgroup of a launch
-from an OpenMP loop. Inside it the workgroup's invocations are a loop over the local id
-(a *work-item loop*, as CPU OpenCL drivers compile kernels). Barriers split a kernel into
+from a parallel loop on the cpu backend's thread pool (``PARALLEL_HEADER``). Inside it the
+workgroup's invocations are a loop over the local id (a *work-item loop*, as CPU OpenCL
+drivers compile kernels). Barriers split a kernel into
 regions, each its own work-item loop: every invocation finishes one region before any starts
 the next, which is what a barrier promises. The statements that hold a barrier (loops and
 branches around it) run once per workgroup, between the loops: their conditions are the same
@@ -36,6 +37,33 @@ _PRELUDE = """\
 typedef unsigned char uchar;
 typedef unsigned short ushort;
 typedef unsigned int uint;
+"""
+
+#: Declarations of every kernel source that runs parallel loops: ``burnish_parallel(task,
+#: context, n, parts)`` runs ``task(context, begin, end)`` over ``parts`` ranges of ``[0, n)``
+#: on the cpu backend's thread pool (set by ``burnish.cpu.threads.Threads.attach`` when the
+#: library loads; in a library not attached, one serial call); ``burnish_threads`` is the
+#: pool's thread count, and ``burnish_parts(worth)`` the parts of a loop worth running on
+#: several threads (a few per thread, so that a thread that starts late still gets some).
+PARALLEL_HEADER = r"""
+#include <stddef.h>
+#include <stdint.h>
+typedef void (*burnish_task)(void *context, int64_t begin, int64_t end);
+typedef void (*burnish_parallel_fn)(burnish_task task, void *context, int64_t n,
+                                    int64_t parts);
+static void burnish_serial(burnish_task task, void *context, int64_t n, int64_t parts) {
+    (void)parts;
+    task(context, 0, n);
+}
+static burnish_parallel_fn burnish_parallel = burnish_serial;
+static int burnish_threads = 1;
+void burnish_threads_attach(void *parallel, int threads) {
+    burnish_parallel = (burnish_parallel_fn)parallel;
+    burnish_threads = threads;
+}
+static inline int64_t burnish_parts(int worth) {
+    return worth ? 4 * (int64_t)burnish_threads : 1;
+}
 """
 
 _BITS = {"u32": "uint32_t", "i32": "int32_t", "f32": "float", "u64": "uint64_t",
@@ -414,18 +442,31 @@ static inline uint16_t float_to_half(float x) {{
             group += [f"    {self.type_name(types[name])} {name}[{items}];"
                       for name in sorted(self._promoted)]
             group.append(f"    uchar done[{items}] = {{0}};")
+        # The launch's arguments in a struct, its workgroups in ranges on the thread pool.
+        launch = f"{kernel.name}_launch"
         entry = [
-            f"void {kernel.name}({', '.join(params)}, int ngx, int ngy, int ngz) {{",
-            "    const long total = (long)ngx * ngy * ngz;",
-            f"    #pragma omp parallel for schedule(static) if (total >= {PARALLEL_GROUPS})",
-            "    for (long g = 0; g < total; g++) {",
+            f"struct {launch} {{",
+            *[f"    {p};" for p in params],
+            "    int ngx, ngy, ngz;",
+            "};",
+            f"static void {kernel.name}_range(void *context, int64_t begin, int64_t end) {{",
+            f"    const struct {launch} *l = context;",
+            *[f"    {p} = l->{name};" for p, name in zip(params, names)],
+            "    const int ngx = l->ngx, ngy = l->ngy, ngz = l->ngz;",
+            "    for (long g = begin; g < end; g++) {",
             f"        {kernel.name}_group({', '.join(names)}, (int)(g % ngx), "
             "(int)(g / ngx % ngy), (int)(g / ((long)ngx * ngy)), ngx, ngy, ngz);",
             "    }",
             "}",
+            f"void {kernel.name}({', '.join(params)}, int ngx, int ngy, int ngz) {{",
+            f"    struct {launch} l = {{{', '.join(names)}, ngx, ngy, ngz}};",
+            "    const long total = (long)ngx * ngy * ngz;",
+            f"    burnish_parallel({kernel.name}_range, &l, total, "
+            f"burnish_parts(total >= {PARALLEL_GROUPS}));",
+            "}",
         ]
-        prelude = (_HEADERS + (vector_math_declarations() if self.vector_math else "")
-                   + _PRELUDE)
+        prelude = (_HEADERS + PARALLEL_HEADER
+                   + (vector_math_declarations() if self.vector_math else "") + _PRELUDE)
         parts = [prelude, self.helpers_source(), *group, *body, "}", *entry, ""]
         return "\n".join(parts)
 

@@ -1,0 +1,143 @@
+"""The cpu backend's thread pool: every range of a parallel loop run once, from any number of
+callers at once; the workers spinning through a busy phase (a replay) and not after it; the
+thread count and the spin taken from the environment, bad values refused."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import burnish
+from burnish.cpu import threads as cpu_threads
+from burnish.cpu.compiler import Compiler
+from burnish.jit.codegen.cpu import PARALLEL_HEADER
+
+#: Each element of [0, n) gets its index plus one, added (so a range run twice shows); the
+#: ranges' sizes counted, and the part count asked for passed through.
+_COVER = PARALLEL_HEADER + r"""
+struct cover { int64_t *out; int64_t *calls; };
+static void cover_range(void *context, int64_t begin, int64_t end) {
+    struct cover *c = context;
+    for (int64_t i = begin; i < end; i++) c->out[i] += i + 1;
+    __atomic_fetch_add(c->calls, 1, __ATOMIC_RELAXED);
+}
+void cover(int64_t *out, int64_t n, int64_t parts, int64_t *calls) {
+    struct cover c = {out, calls};
+    burnish_parallel(cover_range, &c, n, parts);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def compiler() -> Compiler:
+    try:
+        return Compiler()
+    except Exception as error:  # no C compiler: the backend's own tests say what to install
+        pytest.skip(f"no C compiler ({error})")
+
+
+@pytest.fixture(scope="module")
+def cover(compiler):
+    function = compiler.build(_COVER).cover
+    function.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+    function.restype = None
+    return function
+
+
+def test_every_range_runs_once_for_any_split(compiler, cover):
+    calls = np.zeros(1, np.int64)
+    for n, parts in [(0, 4), (1, 8), (7, 1), (7, 3), (1000, 8), (1000, 1000), (5, 64)]:
+        out = np.zeros(max(n, 1), np.int64)
+        calls[0] = 0
+        for _ in range(20):  # jobs back to back: the workers take them while spinning
+            cover(out.ctypes.data, n, parts, calls.ctypes.data)
+        np.testing.assert_array_equal(out[:n], 20 * np.arange(1, n + 1), err_msg=f"{n} {parts}")
+        if n:
+            assert 20 <= calls[0] <= 20 * min(n, parts)
+
+
+def test_callers_on_several_threads_at_once_each_get_their_loop_done(compiler, cover):
+    """One caller's loop on the pool at a time; another's meanwhile runs on its own thread."""
+    failures: list[str] = []
+
+    def work(seed: int) -> None:
+        calls = np.zeros(1, np.int64)
+        for round_ in range(200):
+            n = 1 + (seed * 7919 + round_ * 104729) % 3000
+            out = np.zeros(n, np.int64)
+            cover(out.ctypes.data, n, 8, calls.ctypes.data)  # ctypes lets the GIL go
+            if not np.array_equal(out, np.arange(1, n + 1)):
+                failures.append(f"caller {seed}, round {round_}, n {n}")
+
+    callers = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert not failures
+
+
+def test_workers_spin_through_a_busy_phase_and_stop_after_it(compiler):
+    pool = compiler.threads
+    if pool.count < 2:
+        pytest.skip("one thread (OMP_NUM_THREADS=1 or one CPU): no workers to spin")
+    if pool.spent() is None:
+        pytest.skip("this system does not give a thread's processor time")
+    time.sleep(0.01)  # any spin after earlier work is over
+    before = pool.spent()
+    with pool.busy():
+        time.sleep(0.05)  # no job: the workers spin for one all the while
+    during = pool.spent() - before
+    time.sleep(0.01)
+    settled = pool.spent()
+    time.sleep(0.05)
+    after = pool.spent() - settled
+    # On a machine shared with other work a worker gets part of a core, never none of 50 ms.
+    assert during > 0.002, f"the workers spun {during * 1e3:.2f} ms of a 50 ms busy phase"
+    assert after < 0.002, f"the workers spun {after * 1e3:.2f} ms in 50 ms after it"
+
+
+def test_a_replay_is_a_busy_phase():
+    cpu = burnish.backend("cpu")
+    runtime = cpu.runtime(cpu.default_device())
+    pool = runtime.compiler.threads
+    phases: list[str] = []
+    real = pool._busy
+
+    def busy(on: int) -> None:
+        phases.append("start" if on else "end")
+        real(on)
+
+    pool._busy = busy
+    try:
+        @burnish.capture
+        def step(x):
+            return (x * 2 + 1).sum()
+
+        x = burnish.Tensor.from_data(np.arange(64, dtype=np.float32), device="cpu")
+        for _ in range(4):  # warm-up, recording, then replays
+            step(x)
+        assert phases and phases.count("start") == phases.count("end")
+        assert phases[-2:] == ["start", "end"]
+        assert float(step(x).to_numpy()) == float((np.arange(64) * 2 + 1).sum())
+    finally:
+        pool._busy = real
+
+
+def test_thread_count_and_spin_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3,2")
+    assert cpu_threads.thread_count() == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "0")
+    assert cpu_threads.thread_count() >= 1  # not a count: every CPU the process may use
+    monkeypatch.delenv("BURNISH_CPU_SPIN_US", raising=False)
+    assert cpu_threads.spin_microseconds() == cpu_threads.DEFAULT_SPIN_US
+    monkeypatch.setenv("BURNISH_CPU_SPIN_US", "250")
+    assert cpu_threads.spin_microseconds() == 250
+    for bad in ("-1", "fast", "1.5"):
+        monkeypatch.setenv("BURNISH_CPU_SPIN_US", bad)
+        with pytest.raises(ValueError, match=f"BURNISH_CPU_SPIN_US.*{bad!r}"):
+            cpu_threads.spin_microseconds()
