@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-SOURCE = r"""
+from burnish.jit.codegen.cpu import PARALLEL_HEADER
+
+SOURCE = PARALLEL_HEADER + r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,25 +79,28 @@ static inline void NAME##_gather(const T *restrict xp, const int32_t *restrict a
     }                                                                                        \
 }                                                                                            \
                                                                                              \
-/* Every window inside the input (no padding, no window past the end): the plane's outputs   \
-   in chunks of CHUNK, whatever their lines' lengths, each tap a gather at a table of the     \
-   outputs' offsets plus the tap's. */                                                       \
-static int NAME##_inside(const int64_t *g, const T *x, int64_t xsb, int64_t xsc,             \
-                         int64_t planes, int64_t channels, T *out, int64_t *index,           \
-                         int64_t work) {                                                     \
-    const int64_t *in = g, *os = g + 3, *k = g + 6, *s = g + 9, *d = g + 15, *xs = g + 18;   \
-    int64_t positions = os[0] * os[1] * os[2];                                               \
-    int32_t *at = malloc(sizeof(int32_t) * 2 * positions), *flat = at + positions;           \
-    if (!at) return 1;                                                                       \
-    for (int64_t o0 = 0, j = 0; o0 < os[0]; o0++)                                            \
-    for (int64_t o1 = 0; o1 < os[1]; o1++)                                                   \
-    for (int64_t o2 = 0; o2 < os[2]; o2++, j++) {                                            \
-        int64_t q0 = o0 * s[0], q1 = o1 * s[1], q2 = o2 * s[2];                              \
-        at[j] = (int32_t)(q0 * xs[0] + q1 * xs[1] + q2 * xs[2]);                             \
-        flat[j] = (int32_t)((q0 * in[1] + q1) * in[2] + q2);                                 \
-    }                                                                                        \
-    _Pragma("omp parallel for schedule(static) if (work >= 65536)")                         \
-    for (int64_t plane = 0; plane < planes; plane++) {                                      \
+/* A call's arguments, shared by its parallel ranges of planes. */                           \
+struct NAME##_args {                                                                         \
+    const int64_t *g;                                                                        \
+    const T *x;                                                                              \
+    int64_t xsb, xsc, channels;                                                              \
+    T *out;                                                                                  \
+    int64_t *index;                                                                          \
+    int32_t *at, *flat;                                                                      \
+    int64_t *first, *last;                                                                   \
+};                                                                                           \
+                                                                                             \
+/* Planes [begin, end) of NAME##_inside. */                                                  \
+static void NAME##_inside_planes(void *context, int64_t begin, int64_t end) {                \
+    const struct NAME##_args *a = context;                                                   \
+    const int64_t *g = a->g, *in = g, *os = g + 3, *k = g + 6, *d = g + 15, *xs = g + 18;    \
+    int64_t positions = os[0] * os[1] * os[2], xsb = a->xsb, xsc = a->xsc;                   \
+    int64_t channels = a->channels;                                                          \
+    const T *x = a->x;                                                                       \
+    T *out = a->out;                                                                         \
+    int64_t *index = a->index;                                                               \
+    int32_t *at = a->at, *flat = a->flat;                                                    \
+    for (int64_t plane = begin; plane < end; plane++) {                                      \
         const T *xp = x + (plane / channels) * xsb + (plane % channels) * xsc;              \
         T best[CHUNK];                                                                       \
         int32_t where[CHUNK];                                                                \
@@ -120,34 +125,42 @@ static int NAME##_inside(const int64_t *g, const T *x, int64_t xsb, int64_t xsc,
             }                                                                                \
         }                                                                                    \
     }                                                                                        \
+}                                                                                            \
+                                                                                             \
+/* Every window inside the input (no padding, no window past the end): the plane's outputs   \
+   in chunks of CHUNK, whatever their lines' lengths, each tap a gather at a table of the     \
+   outputs' offsets plus the tap's. */                                                       \
+static int NAME##_inside(const int64_t *g, const T *x, int64_t xsb, int64_t xsc,             \
+                         int64_t planes, int64_t channels, T *out, int64_t *index,           \
+                         int64_t work) {                                                     \
+    const int64_t *in = g, *os = g + 3, *k = g + 6, *s = g + 9, *d = g + 15, *xs = g + 18;   \
+    int64_t positions = os[0] * os[1] * os[2];                                               \
+    int32_t *at = malloc(sizeof(int32_t) * 2 * positions), *flat = at + positions;           \
+    if (!at) return 1;                                                                       \
+    for (int64_t o0 = 0, j = 0; o0 < os[0]; o0++)                                            \
+    for (int64_t o1 = 0; o1 < os[1]; o1++)                                                   \
+    for (int64_t o2 = 0; o2 < os[2]; o2++, j++) {                                            \
+        int64_t q0 = o0 * s[0], q1 = o1 * s[1], q2 = o2 * s[2];                              \
+        at[j] = (int32_t)(q0 * xs[0] + q1 * xs[1] + q2 * xs[2]);                             \
+        flat[j] = (int32_t)((q0 * in[1] + q1) * in[2] + q2);                                 \
+    }                                                                                        \
+    struct NAME##_args a = {g, x, xsb, xsc, channels, out, index, at, flat, NULL, NULL};     \
+    burnish_parallel(NAME##_inside_planes, &a, planes, burnish_parts(work >= 65536));        \
     free(at);                                                                                \
     return 0;                                                                                \
 }                                                                                            \
                                                                                              \
-int NAME(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch,              \
-         int64_t channels, T *out, int64_t *index) {                                         \
-    const int64_t *in = g, *os = g + 3, *k = g + 6, *s = g + 9, *p = g + 12, *d = g + 15;     \
-    const int64_t *xs = g + 18;                                                              \
-    int64_t positions = os[0] * os[1] * os[2], planes = batch * channels;                    \
-    int64_t work = planes * positions * k[0] * k[1] * k[2], reach = 0;                       \
-    int inside = positions > 0 && k[0] * k[1] * k[2] > 0;                                    \
-    for (int i = 0; i < 3; i++) {                                                            \
-        inside &= p[i] == 0 && (os[i] - 1) * s[i] + (k[i] - 1) * d[i] < in[i] && xs[i] >= 0;  \
-        reach += (in[i] - 1) * xs[i];                                                        \
-    }                                                                                        \
-    if (inside && reach <= INT32_MAX)                                                        \
-        return NAME##_inside(g, x, xsb, xsc, planes, channels, out, index, work);            \
-    /* Per tap of the last dim, the outputs [first, last) that read inside the line:         \
-       o * s + b in [0, in) (divisions worked out once, not per line). */                    \
-    int64_t *first = malloc(sizeof(int64_t) * 2 * k[2]), *last = first + k[2];              \
-    if (!first) return 1;                                                                    \
-    for (int64_t t2 = 0; t2 < k[2]; t2++) {                                                  \
-        int64_t b = t2 * d[2] - p[2];                                                        \
-        first[t2] = b >= 0 ? 0 : (-b + s[2] - 1) / s[2];                                     \
-        last[t2] = in[2] - 1 - b < 0 ? 0 : (in[2] - 1 - b) / s[2] + 1;                       \
-    }                                                                                        \
-    _Pragma("omp parallel for schedule(static) if (work >= 65536)")                         \
-    for (int64_t plane = 0; plane < planes; plane++) {                                      \
+/* Planes [begin, end) of the general case, a line of outputs at a time. */                  \
+static void NAME##_line_planes(void *context, int64_t begin, int64_t end) {                  \
+    const struct NAME##_args *a = context;                                                   \
+    const int64_t *g = a->g, *in = g, *os = g + 3, *k = g + 6, *s = g + 9, *p = g + 12;      \
+    const int64_t *d = g + 15, *xs = g + 18;                                                 \
+    int64_t positions = os[0] * os[1] * os[2], xsb = a->xsb, xsc = a->xsc;                   \
+    int64_t channels = a->channels;                                                          \
+    const T *x = a->x;                                                                       \
+    T *out = a->out;                                                                         \
+    int64_t *index = a->index, *first = a->first, *last = a->last;                           \
+    for (int64_t plane = begin; plane < end; plane++) {                                      \
         const T *xp = x + (plane / channels) * xsb + (plane % channels) * xsc;              \
         T best[LINE];                                                                        \
         int32_t where[LINE];                                                                 \
@@ -189,6 +202,32 @@ int NAME(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch, 
             }                                                                                \
         }                                                                                    \
     }                                                                                        \
+}                                                                                            \
+                                                                                             \
+int NAME(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch,              \
+         int64_t channels, T *out, int64_t *index) {                                         \
+    const int64_t *in = g, *os = g + 3, *k = g + 6, *s = g + 9, *p = g + 12, *d = g + 15;     \
+    const int64_t *xs = g + 18;                                                              \
+    int64_t positions = os[0] * os[1] * os[2], planes = batch * channels;                    \
+    int64_t work = planes * positions * k[0] * k[1] * k[2], reach = 0;                       \
+    int inside = positions > 0 && k[0] * k[1] * k[2] > 0;                                    \
+    for (int i = 0; i < 3; i++) {                                                            \
+        inside &= p[i] == 0 && (os[i] - 1) * s[i] + (k[i] - 1) * d[i] < in[i] && xs[i] >= 0;  \
+        reach += (in[i] - 1) * xs[i];                                                        \
+    }                                                                                        \
+    if (inside && reach <= INT32_MAX)                                                        \
+        return NAME##_inside(g, x, xsb, xsc, planes, channels, out, index, work);            \
+    /* Per tap of the last dim, the outputs [first, last) that read inside the line:         \
+       o * s + b in [0, in) (divisions worked out once, not per line). */                    \
+    int64_t *first = malloc(sizeof(int64_t) * 2 * k[2]), *last = first + k[2];              \
+    if (!first) return 1;                                                                    \
+    for (int64_t t2 = 0; t2 < k[2]; t2++) {                                                  \
+        int64_t b = t2 * d[2] - p[2];                                                        \
+        first[t2] = b >= 0 ? 0 : (-b + s[2] - 1) / s[2];                                     \
+        last[t2] = in[2] - 1 - b < 0 ? 0 : (in[2] - 1 - b) / s[2] + 1;                       \
+    }                                                                                        \
+    struct NAME##_args a = {g, x, xsb, xsc, channels, out, index, NULL, NULL, first, last};  \
+    burnish_parallel(NAME##_line_planes, &a, planes, burnish_parts(work >= 65536));          \
     free(first);                                                                             \
     return 0;                                                                                \
 }
@@ -197,10 +236,20 @@ int NAME(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch, 
    (grad and index contiguous [planes, positions], out [planes, size]); an index outside the
    plane is skipped. */
 #define MAX_POOL_BACKWARD(NAME, T)                                                            \
-void NAME(const T *grad, const int64_t *index, int64_t planes, int64_t positions,            \
-          int64_t size, T *out) {                                                            \
-    _Pragma("omp parallel for schedule(static) if (planes * size >= 65536)")                \
-    for (int64_t plane = 0; plane < planes; plane++) {                                      \
+struct NAME##_args {                                                                         \
+    const T *grad;                                                                           \
+    const int64_t *index;                                                                    \
+    int64_t positions, size;                                                                 \
+    T *out;                                                                                  \
+};                                                                                           \
+                                                                                             \
+static void NAME##_planes(void *context, int64_t begin, int64_t end) {                       \
+    const struct NAME##_args *a = context;                                                   \
+    const T *grad = a->grad;                                                                 \
+    const int64_t *index = a->index;                                                         \
+    int64_t positions = a->positions, size = a->size;                                        \
+    T *out = a->out;                                                                         \
+    for (int64_t plane = begin; plane < end; plane++) {                                      \
         T *o = out + plane * size;                                                           \
         const T *gp = grad + plane * positions;                                              \
         const int64_t *at = index + plane * positions;                                       \
@@ -208,6 +257,12 @@ void NAME(const T *grad, const int64_t *index, int64_t planes, int64_t positions
         for (int64_t q = 0; q < positions; q++)                                              \
             if ((uint64_t)at[q] < (uint64_t)size) o[at[q]] += gp[q];                         \
     }                                                                                        \
+}                                                                                            \
+                                                                                             \
+void NAME(const T *grad, const int64_t *index, int64_t planes, int64_t positions,            \
+          int64_t size, T *out) {                                                            \
+    struct NAME##_args a = {grad, index, positions, size, out};                              \
+    burnish_parallel(NAME##_planes, &a, planes, burnish_parts(planes * size >= 65536));      \
 }
 
 MAX_POOL(burnish_max_pool_f32, float, uint32_t)

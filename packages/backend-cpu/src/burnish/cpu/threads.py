@@ -1,23 +1,27 @@
 """The cpu backend's threads: one pool of POSIX threads shared by every compiled kernel.
 
 A parallel loop (``burnish_parallel(task, context, n, parts)`` in C, declared by
-``burnish.jit.codegen.cpu.PARALLEL_HEADER``) cuts ``[0, n)`` into
-``parts`` ranges, the same ones whatever the thread count, and the calling thread and the
-workers take them as they come: the caller starts at once and takes every range a worker has
-not taken, so it never waits for a thread that is asleep (or has no core), only for ranges in
-progress. A kernel's results therefore do not depend on which thread ran which range.
+``burnish.jit.codegen.cpu.PARALLEL_HEADER``) cuts ``[0, n)`` into ``parts`` ranges, and the
+calling thread and the workers take them as they come: the caller starts at once and takes
+every range no worker has taken, so it never waits for a thread that is asleep (or has no
+core), only for ranges in progress. Kernels make each range's results independent of the
+thread that runs it, so they do not depend on the thread count.
 
-Between loops the workers spin for a job (the next one starts without a wake) for a bounded
-time, ``BURNISH_CPU_SPIN_US`` microseconds (default 100), then sleep. While a captured
-replay runs (``Threads.busy``), they spin until it ends however long its gaps, and are woken
-at its start, so the wake overlaps the replay's first commands; at its end they go to sleep at
-once: no spinning is left behind on cores another process (or NumPy's, or another library's
-threads) may want. The spinning thread yields its core every few dozen spins, so a worker that
-the kernel woke on the caller's core lets the caller run.
+Between loops the workers spin for the next job (which then starts without a wake) for
+``BURNISH_CPU_SPIN_US`` microseconds (default 100), then sleep. While a captured replay runs
+(``Threads.busy``) they spin until it ends, however long its gaps, and they are woken at its
+start, so that the wake overlaps its first commands; at its end they go to sleep at once: no
+spinning is left behind on cores that another process (or NumPy's, or another library's
+threads) may want. A spinning thread yields its core every few dozen spins.
+
+A sleeping worker is woken on another core than the caller's (on Linux its affinity narrowed
+until it runs, then set back to the process's as it was when the pool started): a virtual
+machine's scheduler otherwise wakes it on the caller's core, behind the caller, until the load
+balancer moves it a millisecond or more later (bench/RESULTS.md, 2026-11-28).
 
 OpenMP's runtime cannot do this: libgomp reads its spin count once (``GOMP_SPINCOUNT``), and
 its caller waits at the end of every parallel region for all the team's threads, asleep or
-not (bench/RESULTS.md, 2026-11-28). Kernels not yet moved to this pool still use OpenMP.
+not. Kernels not moved to this pool yet still use OpenMP.
 
 ``OMP_NUM_THREADS`` (its first number) sets the thread count, the caller included, as it does
 for OpenMP; else all the CPUs this process may use.
@@ -56,6 +60,9 @@ static void *job_context;
 static int64_t job_n, job_parts;
 static _Thread_local int inside;        /* in a part already: a nested loop runs serially */
 static pthread_t workers[MAX_THREADS];
+#if defined(__linux__)
+static cpu_set_t process_cpus;          /* where the process may run, when the pool started */
+#endif
 
 static int64_t clock_ns(void) {
     struct timespec t;
@@ -111,6 +118,9 @@ static void *worker(void *unused) {
             while (atomic_load(&generation) == seen) pthread_cond_wait(&wakeup, &lock);
             atomic_fetch_sub(&sleepers, 1);
             pthread_mutex_unlock(&lock);
+#if defined(__linux__)
+            sched_setaffinity(0, sizeof process_cpus, &process_cpus);  /* see wake */
+#endif
             since = clock_ns();
         }
         seen = now;
@@ -119,9 +129,20 @@ static void *worker(void *unused) {
     return NULL;
 }
 
+/* Starts the workers on the next job (or busy phase). Sleeping ones are first kept off the
+   caller's core until they wake: on a virtual machine whose other cores are halted, the
+   scheduler wakes a thread on the waker's core, where it waits behind the caller until the
+   load balancer moves it (a millisecond and more; about 0.1 ms to wake on another core). */
 static void wake(void) {
     atomic_fetch_add(&generation, 1);
     if (atomic_load(&sleepers)) {
+#if defined(__linux__)
+        cpu_set_t others = process_cpus;
+        CPU_CLR(sched_getcpu(), &others);
+        if (CPU_COUNT(&others))
+            for (int i = 0; i < threads - 1; i++)
+                pthread_setaffinity_np(workers[i], sizeof others, &others);
+#endif
         pthread_mutex_lock(&lock);
         pthread_cond_broadcast(&wakeup);
         pthread_mutex_unlock(&lock);
@@ -131,6 +152,9 @@ static void wake(void) {
 /* Starts workers until there are ``count`` threads with the caller; returns how many. */
 int burnish_threads_start(int count, int64_t spin) {
     spin_ns = spin;
+#if defined(__linux__)
+    if (sched_getaffinity(0, sizeof process_cpus, &process_cpus)) return threads;
+#endif
     if (count > MAX_THREADS) count = MAX_THREADS;
     for (; threads < count; threads++) {
         if (pthread_create(&workers[threads - 1], NULL, worker, NULL)) break;
