@@ -24,11 +24,12 @@ from typing import Any
 
 import numpy as np
 
-SOURCE = r"""
+from burnish.jit.codegen.cpu import PARALLEL_HEADER
+
+SOURCE = PARALLEL_HEADER + r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <omp.h>
 
 /* Where output position o with tap t reads the input along one dim; 0 where it reads a zero. */
 static inline int burnish_coord(int64_t o, int64_t t, int64_t in, int64_t s, int64_t p,
@@ -47,10 +48,10 @@ static inline int burnish_coord(int64_t o, int64_t t, int64_t in, int64_t s, int
 /* Patch rows of channels [0, channels) of one sample and group, for output lines [l0, l1)
    (a line: the positions along the last dim): cols is [channels * taps, (l1 - l0) * out2],
    pad where a tap falls outside the input. */
-#define ROWS(NAME, T)                                                                         \
+#define ROWS(NAME, T)                                                                        \
 static void NAME##_rows(const T *x, int64_t xsc, const int64_t *g, int transposed,           \
                         int64_t channels, int64_t l0, int64_t l1, T pad, T *cols) {          \
-    const int64_t *in = g, *out = g + 3, *k = g + 6, *s = g + 9, *p = g + 12, *d = g + 15;    \
+    const int64_t *in = g, *out = g + 3, *k = g + 6, *s = g + 9, *p = g + 12, *d = g + 15;   \
     const int64_t *xs = g + 18;                                                              \
     int64_t width = (l1 - l0) * out[2], taps = k[0] * k[1] * k[2];                           \
     int line = !transposed || s[2] == 1;                                                     \
@@ -59,13 +60,13 @@ static void NAME##_rows(const T *x, int64_t xsc, const int64_t *g, int transpose
     for (int64_t t0 = 0; t0 < k[0]; t0++)                                                    \
     for (int64_t t1 = 0; t1 < k[1]; t1++)                                                    \
     for (int64_t t2 = 0; t2 < k[2]; t2++) {                                                  \
-        T *row = cols + (c * taps + (t0 * k[1] + t1) * k[2] + t2) * width;                  \
+        T *row = cols + (c * taps + (t0 * k[1] + t1) * k[2] + t2) * width;                   \
         const T *xc = x + c * xsc;                                                           \
-        int64_t b = transposed ? p[2] - t2 * d[2] : t2 * d[2] - p[2];                       \
+        int64_t b = transposed ? p[2] - t2 * d[2] : t2 * d[2] - p[2];                        \
         int64_t lo = 0, hi = 0;                                                              \
         if (line) {                                                                          \
             lo = b >= 0 ? 0 : (-b + a - 1) / a;                                              \
-            hi = in[2] - 1 - b < 0 ? 0 : (in[2] - 1 - b) / a + 1;                           \
+            hi = in[2] - 1 - b < 0 ? 0 : (in[2] - 1 - b) / a + 1;                            \
             if (lo > out[2]) lo = out[2];                                                    \
             if (hi > out[2]) hi = out[2];                                                    \
             if (hi < lo) hi = lo;                                                            \
@@ -105,107 +106,169 @@ ROWS(burnish_u8, uint8_t)
 
 /* The patch matrices [batch, channels * taps, positions] of 8-bit x (any strides), pad where a
    tap falls in the padding (a quantized input's zero point): one task per (sample, channel). */
+struct burnish_patches_args {
+    const int64_t *g;
+    const uint8_t *x;
+    int64_t xsb, xsc, channels, taps, positions, lines;
+    uint8_t pad;
+    uint8_t *cols;
+};
+
+static void burnish_patches_planes(void *context, int64_t begin, int64_t end) {
+    const struct burnish_patches_args *a = context;
+    for (int64_t plane = begin; plane < end; plane++)
+        burnish_u8_rows(a->x + (plane / a->channels) * a->xsb + (plane % a->channels) * a->xsc,
+                        a->xsc, a->g, 0, 1, 0, a->lines, a->pad,
+                        a->cols + plane * a->taps * a->positions);
+}
+
 void burnish_patches_u8(const int64_t *g, const uint8_t *x, int64_t xsb, int64_t xsc,
                         int64_t batch, int64_t channels, uint8_t pad, uint8_t *cols) {
     int64_t positions = g[3] * g[4] * g[5], taps = g[6] * g[7] * g[8], lines = g[3] * g[4];
     int64_t planes = batch * channels;
-    _Pragma("omp parallel for schedule(static) if (planes * taps * positions >= 65536)")
-    for (int64_t plane = 0; plane < planes; plane++)
-        burnish_u8_rows(x + (plane / channels) * xsb + (plane % channels) * xsc, xsc, g, 0, 1,
-                        0, lines, pad, cols + plane * taps * positions);
+    struct burnish_patches_args a = {g, x, xsb, xsc, channels, taps, positions, lines, pad,
+                                     cols};
+    burnish_parallel(burnish_patches_planes, &a, planes,
+                     burnish_parts(planes * taps * positions >= 65536));
 }
 
 /* Multiply-adds from which a convolution's tasks are shared between the threads. */
 #define PARALLEL_MACS (1 << 18)
 
-#define CONV(NAME, ROWS_OF, T, I)                                                             \
+#define CONV(NAME, ROWS_OF, T, I)                                                            \
 typedef void (*NAME##_gemm)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
                                                                                              \
-/* out[n, g] = w[g] x patches(x[n, g]) (+ bias), out contiguous [batch, groups * m, P]: one   \
+/* A forward or weight-gradient call's arguments, shared by its parallel ranges. */          \
+struct NAME##_args {                                                                         \
+    NAME##_gemm gemm;                                                                        \
+    const int64_t *g;                                                                        \
+    int transposed, pointwise;                                                               \
+    const T *x, *w, *bias, *grad;                                                            \
+    int64_t xsb, xsc, groups, channels, m, positions, inner, lines, lines_per_block, blocks; \
+    int64_t tasks, size, parts;                                                              \
+    T *out, **sums;                                                                          \
+    int failed;                                                                              \
+};                                                                                           \
+                                                                                             \
+/* Forward tasks [begin, end), on one patch buffer. */                                       \
+static void NAME##_forward_tasks(void *context, int64_t begin, int64_t end) {                \
+    struct NAME##_args *a = context;                                                         \
+    const int64_t *g = a->g;                                                                 \
+    int64_t inner = a->inner, m = a->m, positions = a->positions, lines = a->lines;          \
+    int64_t lines_per_block = a->lines_per_block, blocks = a->blocks, groups = a->groups;    \
+    int64_t channels = a->channels, xsc = a->xsc;                                            \
+    int pointwise = a->pointwise;                                                            \
+    T *cols = pointwise ? NULL : malloc(sizeof(T) * inner * lines_per_block * g[5]);         \
+    if (!pointwise && !cols) {                                                               \
+        __atomic_store_n(&a->failed, 1, __ATOMIC_RELAXED);                                   \
+        return;                                                                              \
+    }                                                                                        \
+    for (int64_t task = begin; task < end; task++) {                                         \
+        int64_t plane = task / blocks, block = task % blocks;                                \
+        int64_t n = plane / groups, gi = plane % groups;                                     \
+        int64_t l0 = block * lines_per_block;                                                \
+        int64_t l1 = l0 + lines_per_block < lines ? l0 + lines_per_block : lines;            \
+        int64_t width = (l1 - l0) * g[5];                                                    \
+        const T *xg = a->x + n * a->xsb + gi * channels * xsc;                               \
+        if (!pointwise)                                                                      \
+            ROWS_OF##_rows(xg, xsc, g, a->transposed, channels, l0, l1, (T)0, cols);         \
+        T *o = a->out + plane * m * positions + l0 * g[5];                                   \
+        a->gemm(101, 111, 111, (I)m, (I)width, (I)inner, (T)1, a->w + gi * m * inner,        \
+                (I)inner, pointwise ? xg + l0 * g[5] : cols, pointwise ? (I)xsc : (I)width,  \
+                (T)0, o, (I)positions);                                                      \
+        if (a->bias)                                                                         \
+            for (int64_t r = 0; r < m; r++)                                                  \
+                for (int64_t q = 0; q < width; q++)                                          \
+                    o[r * positions + q] += a->bias[gi * m + r];                             \
+    }                                                                                        \
+    free(cols);                                                                              \
+}                                                                                            \
+                                                                                             \
+/* out[n, g] = w[g] x patches(x[n, g]) (+ bias), out contiguous [batch, groups * m, P]: one  \
    task per sample, group and block of lines (a block's patch rows fit in BLOCK elements). */ \
 int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64_t xsb,      \
                    int64_t xsc, int64_t batch, int64_t groups, int64_t channels,             \
                    const T *w, int64_t m, const T *bias, T *out, int64_t lines_per_block) {  \
-    NAME##_gemm gemm = (NAME##_gemm)fn;                                                      \
     int64_t positions = g[3] * g[4] * g[5], inner = channels * g[6] * g[7] * g[8];           \
     int64_t lines = g[3] * g[4], blocks = (lines + lines_per_block - 1) / lines_per_block;   \
-    int64_t tasks = batch * groups * blocks, failed = 0;                                     \
-    /* One tap at unit strides, no padding, positions contiguous: the input is the patch    \
-       matrix (its rows the channels, xsc apart), multiplied where it lies. */              \
+    int64_t tasks = batch * groups * blocks;                                                 \
+    /* One tap at unit strides, no padding, positions contiguous: the input is the patch     \
+       matrix (its rows the channels, xsc apart), multiplied where it lies. */               \
     int pointwise = g[6] * g[7] * g[8] == 1 && g[9] == 1 && g[10] == 1 && g[11] == 1         \
         && g[12] == 0 && g[13] == 0 && g[14] == 0 && g[20] == 1                              \
         && (g[4] == 1 || g[19] == g[5]) && (g[3] == 1 || g[18] == g[4] * g[5])               \
         && xsc >= positions && !transposed;                                                  \
-    /* Small ones (a squeeze-excite block's on 1x1 inputs) on the calling thread: waking   \
-       the others costs more than their share, and far more when they wait for a core. */   \
+    /* Small ones (a squeeze-excite block's on 1x1 inputs) on the calling thread: waking     \
+       the others costs more than their share, and far more when they wait for a core. */    \
     int64_t macs = batch * groups * m * inner * positions;                                   \
-    _Pragma("omp parallel reduction(+:failed) if (tasks > 1 && macs >= PARALLEL_MACS)")     \
-    {                                                                                        \
-        T *cols = pointwise ? NULL : malloc(sizeof(T) * inner * lines_per_block * g[5]);    \
-        failed += !pointwise && cols == NULL;                                                \
-        _Pragma("omp for schedule(dynamic)")                                                \
-        for (int64_t task = 0; task < tasks; task++) {                                      \
-            if (!pointwise && !cols) continue;                                               \
+    struct NAME##_args a = {(NAME##_gemm)fn, g, transposed, pointwise, x, w, bias, NULL,     \
+                            xsb, xsc, groups, channels, m, positions, inner, lines,          \
+                            lines_per_block, blocks, tasks, 0, 0, out, NULL, 0};             \
+    burnish_parallel(NAME##_forward_tasks, &a, tasks,                                        \
+                     burnish_parts(tasks > 1 && macs >= PARALLEL_MACS));                     \
+    return a.failed;                                                                         \
+}                                                                                            \
+                                                                                             \
+/* Weight-gradient parts [begin, end): each sums its run of tasks' products in a buffer of   \
+   its own (a->sums[part]; NULL where memory ran out). */                                    \
+static void NAME##_weight_grad_parts(void *context, int64_t begin, int64_t end) {            \
+    struct NAME##_args *a = context;                                                         \
+    const int64_t *g = a->g;                                                                 \
+    int64_t inner = a->inner, m = a->m, positions = a->positions, lines = a->lines;          \
+    int64_t lines_per_block = a->lines_per_block, blocks = a->blocks, groups = a->groups;    \
+    int64_t channels = a->channels, xsc = a->xsc, tasks = a->tasks, parts = a->parts;        \
+    for (int64_t part = begin; part < end; part++) {                                         \
+        T *cols = malloc(sizeof(T) * inner * lines_per_block * g[5]);                        \
+        T *sum = calloc(a->size, sizeof(T));                                                 \
+        if (!cols || !sum) {                                                                 \
+            free(cols);                                                                      \
+            free(sum);                                                                       \
+            continue;                                                                        \
+        }                                                                                    \
+        for (int64_t task = tasks * part / parts; task < tasks * (part + 1) / parts; task++) { \
             int64_t plane = task / blocks, block = task % blocks;                            \
             int64_t n = plane / groups, gi = plane % groups;                                 \
             int64_t l0 = block * lines_per_block;                                            \
-            int64_t l1 = l0 + lines_per_block < lines ? l0 + lines_per_block : lines;       \
+            int64_t l1 = l0 + lines_per_block < lines ? l0 + lines_per_block : lines;        \
             int64_t width = (l1 - l0) * g[5];                                                \
-            const T *xg = x + n * xsb + gi * channels * xsc;                                 \
-            if (!pointwise)                                                                  \
-                ROWS_OF##_rows(xg, xsc, g, transposed, channels, l0, l1, (T)0, cols);        \
-            T *o = out + plane * m * positions + l0 * g[5];                                  \
-            gemm(101, 111, 111, (I)m, (I)width, (I)inner, (T)1, w + gi * m * inner,          \
-                 (I)inner, pointwise ? xg + l0 * g[5] : cols, pointwise ? (I)xsc : (I)width, \
-                 (T)0, o, (I)positions);                                                     \
-            if (bias)                                                                        \
-                for (int64_t r = 0; r < m; r++)                                              \
-                    for (int64_t q = 0; q < width; q++)                                      \
-                        o[r * positions + q] += bias[gi * m + r];                            \
+            ROWS_OF##_rows(a->x + n * a->xsb + gi * channels * xsc, xsc, g, 0, channels, l0, \
+                           l1, (T)0, cols);                                                  \
+            a->gemm(101, 111, 112, (I)m, (I)inner, (I)width, (T)1,                           \
+                    a->grad + plane * m * positions + l0 * g[5], (I)positions, cols,         \
+                    (I)width, (T)1, sum + gi * m * inner, (I)inner);                         \
         }                                                                                    \
         free(cols);                                                                          \
+        a->sums[part] = sum;                                                                 \
     }                                                                                        \
-    return failed != 0;                                                                      \
 }                                                                                            \
                                                                                              \
 /* out[g] (+)= sum over n of grad[n, g] x patches(x[n, g])^T; out contiguous [groups, m,     \
-   channels * taps], grad contiguous [batch, groups * m, P]; each thread sums its tasks'       \
-   products in a buffer of its own, added to out at the end. */                              \
+   channels * taps], grad contiguous [batch, groups * m, P]. The tasks are cut into one run  \
+   per thread, each summed in a buffer of its own; the buffers are added to out in order,    \
+   so the result does not depend on which thread ran which run. */                           \
 int NAME##_weight_grad(void *fn, const int64_t *g, const T *x, int64_t xsb, int64_t xsc,     \
                        int64_t batch, int64_t groups, int64_t channels, const T *grad,       \
                        int64_t m, T *out, int accumulate, int64_t lines_per_block) {         \
-    NAME##_gemm gemm = (NAME##_gemm)fn;                                                      \
     int64_t positions = g[3] * g[4] * g[5], inner = channels * g[6] * g[7] * g[8];           \
     int64_t lines = g[3] * g[4], blocks = (lines + lines_per_block - 1) / lines_per_block;   \
-    int64_t tasks = batch * groups * blocks, size = groups * m * inner, failed = 0;          \
+    int64_t tasks = batch * groups * blocks, size = groups * m * inner;                      \
+    int64_t parts = tasks < burnish_threads ? tasks : burnish_threads;                       \
     if (!accumulate) memset(out, 0, sizeof(T) * size);                                       \
-    _Pragma("omp parallel reduction(+:failed)")                                             \
-    {                                                                                        \
-        T *cols = malloc(sizeof(T) * inner * lines_per_block * g[5]);                       \
-        T *sum = calloc(size, sizeof(T));                                                    \
-        failed += cols == NULL || sum == NULL;                                               \
-        _Pragma("omp for schedule(dynamic)")                                                \
-        for (int64_t task = 0; task < tasks; task++) {                                      \
-            if (!cols || !sum) continue;                                                     \
-            int64_t plane = task / blocks, block = task % blocks;                            \
-            int64_t n = plane / groups, gi = plane % groups;                                 \
-            int64_t l0 = block * lines_per_block;                                            \
-            int64_t l1 = l0 + lines_per_block < lines ? l0 + lines_per_block : lines;       \
-            int64_t width = (l1 - l0) * g[5];                                                \
-            ROWS_OF##_rows(x + n * xsb + gi * channels * xsc, xsc, g, 0, channels, l0, l1,   \
-                           (T)0, cols);                                                      \
-            gemm(101, 111, 112, (I)m, (I)inner, (I)width, (T)1,                              \
-                 grad + plane * m * positions + l0 * g[5], (I)positions, cols, (I)width,     \
-                 (T)1, sum + gi * m * inner, (I)inner);                                      \
-        }                                                                                    \
-        if (sum) {                                                                           \
-            _Pragma("omp critical")                                                         \
-            for (int64_t i = 0; i < size; i++) out[i] += sum[i];                             \
-        }                                                                                    \
-        free(cols);                                                                          \
-        free(sum);                                                                           \
+    if (parts < 1) return 0;                                                                 \
+    T **sums = calloc(parts, sizeof(T *));                                                   \
+    if (!sums) return 1;                                                                     \
+    struct NAME##_args a = {(NAME##_gemm)fn, g, 0, 0, x, NULL, NULL, grad, xsb, xsc, groups, \
+                            channels, m, positions, inner, lines, lines_per_block, blocks,   \
+                            tasks, size, parts, out, sums, 0};                               \
+    burnish_parallel(NAME##_weight_grad_parts, &a, parts, parts);                            \
+    int failed = 0;                                                                          \
+    for (int64_t part = 0; part < parts; part++) {                                           \
+        failed |= sums[part] == NULL;                                                        \
+        for (int64_t i = 0; i < size && sums[part]; i++) out[i] += sums[part][i];            \
+        free(sums[part]);                                                                    \
     }                                                                                        \
-    return failed != 0;                                                                      \
+    free(sums);                                                                              \
+    return failed;                                                                           \
 }
 
 /* Depthwise convolutions (one input channel per group) of 1 or 2 spatial dims: out[n, c] =
@@ -218,74 +281,98 @@ int NAME##_weight_grad(void *fn, const int64_t *g, const T *x, int64_t xsb, int6
    more than the output's), as one run over all the rows: LANES outputs at a time (a vector
    register) take every tap, each a contiguous load, before they are stored; the extra
    columns are dropped when the rows are stored. */
-#define DEPTHWISE(NAME, T, LANES)                                                             \
+#define DEPTHWISE(NAME, T, LANES)                                                            \
 typedef T NAME##_lanes __attribute__((vector_size(LANES * sizeof(T))));                      \
+struct NAME##_depthwise_args {                                                               \
+    const int64_t *g, *offsets;                                                              \
+    const T *x, *w, *bias;                                                                   \
+    int64_t xsb, xsc, groups, m, room;                                                       \
+    T *out;                                                                                  \
+    int failed;                                                                              \
+};                                                                                           \
+                                                                                             \
+/* Planes [begin, end) of a depthwise convolution, on one buffer of phase planes. */         \
+static void NAME##_depthwise_planes(void *context, int64_t begin, int64_t end) {             \
+    struct NAME##_depthwise_args *da = context;                                              \
+    const int64_t *g = da->g, *offsets = da->offsets;                                        \
+    const int64_t *in = g + 1, *o = g + 4, *k = g + 7, *s = g + 10, *p = g + 13, *d = g + 16; \
+    const int64_t *xs = g + 19;                                                              \
+    const T *x = da->x, *w = da->w, *bias = da->bias;                                        \
+    int64_t xsb = da->xsb, xsc = da->xsc, groups = da->groups, m = da->m, room = da->room;   \
+    T *out = da->out;                                                                        \
+    int64_t positions = o[0] * o[1], taps = k[0] * k[1];                                     \
+    int64_t hq = o[0] + (k[0] - 1) * d[0] / s[0] + 1, wq = o[1] + (k[1] - 1) * d[1] / s[1] + 1; \
+    int64_t phase = (hq + 1) * wq;                                                           \
+    T *phases = calloc(room + o[0] * wq + LANES, sizeof(T));                                 \
+    if (!phases) {                                                                           \
+        __atomic_store_n(&da->failed, 1, __ATOMIC_RELAXED);                                  \
+        return;                                                                              \
+    }                                                                                        \
+    for (int64_t plane = begin; plane < end; plane++) {                                      \
+        int64_t c = plane % (groups * m);                                                    \
+        const T *xc = x + (plane / (groups * m)) * xsb + (c / m) * xsc;                      \
+        const T *wc = w + c * taps;                                                          \
+        T *acc = phases + room;                                                              \
+        for (int64_t r0 = 0; r0 < s[0]; r0++)                                                \
+        for (int64_t r1 = 0; r1 < s[1]; r1++) {                                              \
+            T *ph = phases + (r0 * s[1] + r1) * phase;                                       \
+            /* only the input's own elements: where the padding falls is the same for        \
+               every plane, zero since the buffer was made */                                \
+            for (int64_t a = 0; a < hq; a++) {                                               \
+                int64_t i0 = a * s[0] + r0 - p[0];                                           \
+                if (i0 < 0 || i0 >= in[0]) continue;                                         \
+                T *restrict row = ph + a * wq;                                               \
+                const T *restrict src = xc + i0 * xs[0];                                     \
+                /* columns b with i1 = b * s1 + r1 - p1 in [0, in1): [lo, hi) */             \
+                int64_t lo = p[1] - r1 <= 0 ? 0 : (p[1] - r1 + s[1] - 1) / s[1];             \
+                int64_t hi = in[1] + p[1] - r1 <= 0 ? 0                                      \
+                             : (in[1] + p[1] - r1 - 1) / s[1] + 1;                           \
+                if (hi > wq) hi = wq;                                                        \
+                if (s[1] == 1 && xs[1] == 1) {                                               \
+                    for (int64_t b = lo; b < hi; b++) row[b] = src[b + r1 - p[1]];           \
+                } else {                                                                     \
+                    for (int64_t b = lo; b < hi; b++)                                        \
+                        row[b] = src[(b * s[1] + r1 - p[1]) * xs[1]];                        \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+        /* the last lanes past the rows read the buffer's slack and are dropped */           \
+        for (int64_t i = 0; i < o[0] * wq; i += LANES) {                                     \
+            NAME##_lanes sum = {0}, v;                                                       \
+            for (int64_t t = 0; t < taps; t++) {                                             \
+                memcpy(&v, phases + offsets[t] + i, sizeof v);                               \
+                sum += wc[t] * v;                                                            \
+            }                                                                                \
+            memcpy(acc + i, &sum, sizeof sum);                                               \
+        }                                                                                    \
+        T start = bias ? bias[c] : (T)0;                                                     \
+        T *target = out + plane * positions;                                                 \
+        for (int64_t a = 0; a < o[0]; a++)                                                   \
+            for (int64_t b = 0; b < o[1]; b++)                                               \
+                target[a * o[1] + b] = start + acc[a * wq + b];                              \
+    }                                                                                        \
+    free(phases);                                                                            \
+}                                                                                            \
+                                                                                             \
 int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch,  \
                      int64_t groups, const T *w, int64_t m, const T *bias, T *out) {         \
     const int64_t *in = g + 1, *o = g + 4, *k = g + 7, *s = g + 10, *p = g + 13, *d = g + 16; \
     const int64_t *xs = g + 19;                                                              \
     int64_t positions = o[0] * o[1], taps = k[0] * k[1], planes = batch * groups * m;        \
     int64_t hq = o[0] + (k[0] - 1) * d[0] / s[0] + 1, wq = o[1] + (k[1] - 1) * d[1] / s[1] + 1; \
-    int64_t phase = (hq + 1) * wq, failed = 0, room = s[0] * s[1] * phase + LANES;           \
-    int64_t offsets[taps]; /* where each tap reads: its phase plane and shift */            \
+    int64_t phase = (hq + 1) * wq, room = s[0] * s[1] * phase + LANES;                       \
+    int64_t offsets[taps]; /* where each tap reads: its phase plane and shift */             \
     for (int64_t t0 = 0; t0 < k[0]; t0++)                                                    \
         for (int64_t t1 = 0; t1 < k[1]; t1++) {                                              \
             int64_t e0 = t0 * d[0], e1 = t1 * d[1];                                          \
             offsets[t0 * k[1] + t1] = ((e0 % s[0]) * s[1] + e1 % s[1]) * phase               \
                                       + (e0 / s[0]) * wq + e1 / s[1];                        \
         }                                                                                    \
-    _Pragma("omp parallel reduction(+:failed) if (planes * positions * taps >= 32768)")     \
-    {                                                                                        \
-        T *phases = calloc(room + o[0] * wq + LANES, sizeof(T));                             \
-        failed += phases == NULL;                                                            \
-        _Pragma("omp for schedule(static)")                                                 \
-        for (int64_t plane = 0; plane < planes; plane++) {                                   \
-            if (!phases) continue;                                                           \
-            int64_t c = plane % (groups * m);                                                \
-            const T *xc = x + (plane / (groups * m)) * xsb + (c / m) * xsc;                  \
-            const T *wc = w + c * taps;                                                      \
-            T *acc = phases + room;                                                          \
-            for (int64_t r0 = 0; r0 < s[0]; r0++)                                            \
-            for (int64_t r1 = 0; r1 < s[1]; r1++) {                                          \
-                T *ph = phases + (r0 * s[1] + r1) * phase;                                   \
-                /* only the input's own elements: where the padding falls is the same for  \
-                   every plane, zero since the buffer was made */                            \
-                for (int64_t a = 0; a < hq; a++) {                                           \
-                    int64_t i0 = a * s[0] + r0 - p[0];                                       \
-                    if (i0 < 0 || i0 >= in[0]) continue;                                     \
-                    T *restrict row = ph + a * wq;                                           \
-                    const T *restrict src = xc + i0 * xs[0];                                 \
-                    /* columns b with i1 = b * s1 + r1 - p1 in [0, in1): [lo, hi) */          \
-                    int64_t lo = p[1] - r1 <= 0 ? 0 : (p[1] - r1 + s[1] - 1) / s[1];          \
-                    int64_t hi = in[1] + p[1] - r1 <= 0 ? 0                                  \
-                                 : (in[1] + p[1] - r1 - 1) / s[1] + 1;                       \
-                    if (hi > wq) hi = wq;                                                    \
-                    if (s[1] == 1 && xs[1] == 1) {                                           \
-                        for (int64_t b = lo; b < hi; b++) row[b] = src[b + r1 - p[1]];       \
-                    } else {                                                                 \
-                        for (int64_t b = lo; b < hi; b++)                                    \
-                            row[b] = src[(b * s[1] + r1 - p[1]) * xs[1]];                    \
-                    }                                                                        \
-                }                                                                            \
-            }                                                                                \
-            /* the last lanes past the rows read the buffer's slack and are dropped */     \
-            for (int64_t i = 0; i < o[0] * wq; i += LANES) {                                 \
-                NAME##_lanes sum = {0}, v;                                                   \
-                for (int64_t t = 0; t < taps; t++) {                                         \
-                    memcpy(&v, phases + offsets[t] + i, sizeof v);                           \
-                    sum += wc[t] * v;                                                        \
-                }                                                                            \
-                memcpy(acc + i, &sum, sizeof sum);                                           \
-            }                                                                                \
-            T start = bias ? bias[c] : (T)0;                                                 \
-            T *target = out + plane * positions;                                             \
-            for (int64_t a = 0; a < o[0]; a++)                                               \
-                for (int64_t b = 0; b < o[1]; b++)                                           \
-                    target[a * o[1] + b] = start + acc[a * wq + b];                          \
-        }                                                                                    \
-        free(phases);                                                                        \
-    }                                                                                        \
-    return failed != 0;                                                                      \
+    struct NAME##_depthwise_args da = {g, offsets, x, w, bias, xsb, xsc, groups, m, room,    \
+                                       out, 0};                                              \
+    burnish_parallel(NAME##_depthwise_planes, &da, planes,                                   \
+                     burnish_parts(planes * positions * taps >= 32768));                     \
+    return da.failed;                                                                        \
 }
 
 DEPTHWISE(burnish_conv_f32, float, 16)
@@ -331,8 +418,6 @@ class NativeConv:
         self.entries: dict[str, tuple[Any, Any, int]] = {}
         #: The direct kernels of depthwise convolutions (one input channel per group), by dtype.
         self.depthwise: dict[str, Any] = {}
-        if not compiler.openmp:
-            return
         library = compiler.build(SOURCE)
         self.patches = library.burnish_patches_u8
         self.patches.argtypes = [_P, _P, _I64, _I64, _I64, _I64, ctypes.c_uint8, _P]

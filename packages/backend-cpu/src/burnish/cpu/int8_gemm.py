@@ -21,7 +21,7 @@ with zeros to a multiple of 4 and columns to a multiple of ``NR``. Each task pac
 ``a`` (``MC`` rows) the same way, ``MR`` rows a panel, into memory of its own that stays in the
 cache while every panel of ``b`` passes; the micro-kernel keeps an ``MR`` x ``NR`` tile of int32
 sums in registers over the whole inner dim. Tasks are blocks of rows times chunks of columns,
-shared by OpenMP's threads (as many as ``OMP_NUM_THREADS`` says, else one a core).
+shared by the thread pool's threads (``burnish.cpu.threads``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from burnish.jit.codegen.cpu import PARALLEL_HEADER
+
 #: Rows and columns of the micro-kernel's tile, rows of a task's block of ``a``.
 MR, NR, MC = 8, 32, 64
 
@@ -38,13 +40,10 @@ MR, NR, MC = 8, 32, 64
 #: 255 * 128 a term), and the result (255 * 255 a term, affine uint8 by uint8) stay in int32.
 MAX_INNER = 32768
 
-SOURCE = r"""
+SOURCE = PARALLEL_HEADER + r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 /* The best instructions the compiler targets; BURNISH_AT_MOST_AVX2 and BURNISH_PORTABLE take
    lesser ones (for tests). */
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__) \
@@ -66,13 +65,22 @@ const char *burnish_int8_gemm_path(void) {
 #endif
 }
 
-/* b [k, n] (element strides rs, cs; signed: int8, else uint8 stored as b - 128) into panels
-   of NR columns, groups of 4 rows; colsum[n]: the column's sum of the stored signed bytes. */
-void burnish_int8_pack_b(int64_t k, int64_t n, const uint8_t *b, int64_t rs, int64_t cs,
-                         int is_signed, int8_t *packed, int32_t *colsum) {
-    int64_t kp = (k + 3) / 4 * 4, panels = (n + NR - 1) / NR;
-    #pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < panels; p++) {
+struct pack_args {
+    int64_t k, n, kp, rs, cs;
+    const uint8_t *b;
+    int is_signed;
+    int8_t *packed;
+    int32_t *colsum;
+};
+
+static void pack_panels(void *context, int64_t begin, int64_t end) {
+    const struct pack_args *args = context;
+    int64_t k = args->k, n = args->n, kp = args->kp, rs = args->rs, cs = args->cs;
+    const uint8_t *b = args->b;
+    int is_signed = args->is_signed;
+    int8_t *packed = args->packed;
+    int32_t *colsum = args->colsum;
+    for (int64_t p = begin; p < end; p++) {
         int8_t *dst = packed + p * kp * NR;
         for (int64_t j = 0; j < NR; j++) {
             int64_t col = p * NR + j;
@@ -89,6 +97,15 @@ void burnish_int8_pack_b(int64_t k, int64_t n, const uint8_t *b, int64_t rs, int
             if (col < n) colsum[col] = sum;
         }
     }
+}
+
+/* b [k, n] (element strides rs, cs; signed: int8, else uint8 stored as b - 128) into panels
+   of NR columns, groups of 4 rows; colsum[n]: the column's sum of the stored signed bytes. */
+void burnish_int8_pack_b(int64_t k, int64_t n, const uint8_t *b, int64_t rs, int64_t cs,
+                         int is_signed, int8_t *packed, int32_t *colsum) {
+    int64_t kp = (k + 3) / 4 * 4, panels = (n + NR - 1) / NR;
+    struct pack_args args = {k, n, kp, rs, cs, b, is_signed, packed, colsum};
+    burnish_parallel(pack_panels, &args, panels, burnish_parts(1));
 }
 
 /* Rows [m0, m0 + rows) of a into MR-row panels of 4-byte groups as unsigned bytes (int8
@@ -196,6 +213,74 @@ static void micro(int64_t groups, const uint8_t *restrict ap, const int8_t *rest
 #endif
 }
 
+/* A product's arguments, shared by its parallel ranges of tasks. */
+struct gemm_args {
+    int64_t m, n, k, kp, groups, panels, chunks, ars, acs, ldc;
+    const uint8_t *a;
+    int a_signed, b_signed;
+    const int8_t *packed;
+    const int32_t *colsum, *za, *zb;
+    const float *sa, *sb;
+    float *c;
+    int failed;
+};
+
+/* Tasks [begin, end): blocks of rows times chunks of columns, on one packed block of a. */
+static void gemm_tasks(void *context, int64_t begin, int64_t end) {
+    struct gemm_args *args = context;
+    int64_t m = args->m, n = args->n, k = args->k, kp = args->kp, groups = args->groups;
+    int64_t panels = args->panels, chunks = args->chunks, ldc = args->ldc;
+    int a_signed = args->a_signed, b_signed = args->b_signed;
+    const uint8_t *a = args->a;
+    int64_t ars = args->ars, acs = args->acs;
+    const int8_t *packed = args->packed;
+    const int32_t *colsum = args->colsum, *za = args->za, *zb = args->zb;
+    const float *sa = args->sa, *sb = args->sb;
+    float *c = args->c;
+    uint8_t *ablock = aligned_alloc(64, (size_t)(MC * kp + 64));
+    int32_t *rowsum = malloc(sizeof(int32_t) * MC);
+    int32_t tile[MR * NR] __attribute__((aligned(64)));
+    if (!ablock || !rowsum) {
+        free(ablock);
+        free(rowsum);
+        __atomic_store_n(&args->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t task = begin; task < end; task++) {
+        int64_t block = task / chunks, chunk = task % chunks;
+        int64_t m0 = block * MC, rows = m - m0 < MC ? m - m0 : MC;
+        int64_t p0 = panels * chunk / chunks, p1 = panels * (chunk + 1) / chunks;
+        pack_a(k, kp, a, ars, acs, a_signed, m0, rows, ablock, rowsum);
+        for (int64_t p = p0; p < p1; p++) {
+            const int8_t *bp = packed + p * kp * NR;
+            int64_t n0 = p * NR, cols = n - n0 < NR ? n - n0 : NR;
+            for (int64_t i0 = 0; i0 < rows; i0 += MR) {
+                micro(groups, ablock + i0 * kp, bp, tile);
+                int64_t height = rows - i0 < MR ? rows - i0 : MR;
+                for (int64_t i = 0; i < height; i++) {
+                    int64_t row = m0 + i0 + i;
+                    /* sum (au - za')(bs - zb') = S - za' colsum - zb' (rowsum - k za'),
+                       with au = a + 128 (int8 a), bs = b - 128 (uint8 b); computed in
+                       uint32 (wrapping) since only the exact result fits int32. */
+                    uint32_t zar = (uint32_t)za[row] + (a_signed ? 128u : 0u);
+                    uint32_t rest = (uint32_t)rowsum[i0 + i] - (uint32_t)k * zar;
+                    float scale = sa[row];
+                    float *out = c + row * ldc + n0;
+                    const int32_t *t = tile + i * NR;
+                    for (int64_t j = 0; j < cols; j++) {
+                        uint32_t zbr = (uint32_t)zb[n0 + j] - (b_signed ? 0u : 128u);
+                        uint32_t sum = (uint32_t)t[j] - zar * (uint32_t)colsum[n0 + j]
+                                       - zbr * rest;
+                        out[j] = (float)(int32_t)sum * (scale * sb[n0 + j]);
+                    }
+                }
+            }
+        }
+    }
+    free(ablock);
+    free(rowsum);
+}
+
 /* c [m, n] (rows ldc apart) = sa[i] * sb[j] * sum_k (a - za)(b - zb), a [m, k] (strides ars,
    acs; int8 where a_signed, else uint8), b packed by burnish_int8_pack_b with its colsum; za,
    zb the zero points as stored (ints per row, per column). Returns nonzero when memory ran
@@ -204,70 +289,23 @@ int burnish_int8_gemm(int64_t m, int64_t n, int64_t k, const uint8_t *a, int64_t
                       int64_t acs, int a_signed, const int8_t *packed, const int32_t *colsum,
                       int b_signed, const int32_t *za, const int32_t *zb, const float *sa,
                       const float *sb, float *c, int64_t ldc) {
-#ifdef _OPENMP
-    int threads = omp_get_max_threads();
-#else
-    int threads = 1;
-#endif
+    int threads = burnish_threads;
     int64_t kp = (k + 3) / 4 * 4, groups = kp / 4, panels = (n + NR - 1) / NR;
     int64_t blocks = (m + MC - 1) / MC;
     /* Enough tasks for every thread: columns cut in chunks where rows are few. */
     int64_t chunks = 1;
     while (blocks * chunks < 4 * threads && chunks * 2 <= panels) chunks *= 2;
     int64_t tasks = blocks * chunks;
-    int failed = 0;
-    #pragma omp parallel if (tasks > 1 && m * n * k > (1 << 18))
-    {
-        uint8_t *ablock = aligned_alloc(64, (size_t)(MC * kp + 64));
-        int32_t *rowsum = malloc(sizeof(int32_t) * MC);
-        int32_t tile[MR * NR] __attribute__((aligned(64)));
-        if (!ablock || !rowsum) {
-            #pragma omp atomic write
-            failed = 1;
-        }
-        #pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < tasks; task++) {
-            if (!ablock || !rowsum) continue;
-            int64_t block = task / chunks, chunk = task % chunks;
-            int64_t m0 = block * MC, rows = m - m0 < MC ? m - m0 : MC;
-            int64_t p0 = panels * chunk / chunks, p1 = panels * (chunk + 1) / chunks;
-            pack_a(k, kp, a, ars, acs, a_signed, m0, rows, ablock, rowsum);
-            for (int64_t p = p0; p < p1; p++) {
-                const int8_t *bp = packed + p * kp * NR;
-                int64_t n0 = p * NR, cols = n - n0 < NR ? n - n0 : NR;
-                for (int64_t i0 = 0; i0 < rows; i0 += MR) {
-                    micro(groups, ablock + i0 * kp, bp, tile);
-                    int64_t height = rows - i0 < MR ? rows - i0 : MR;
-                    for (int64_t i = 0; i < height; i++) {
-                        int64_t row = m0 + i0 + i;
-                        /* sum (au - za')(bs - zb') = S - za' colsum - zb' (rowsum - k za'),
-                           with au = a + 128 (int8 a), bs = b - 128 (uint8 b); computed in
-                           uint32 (wrapping) since only the exact result fits int32. */
-                        uint32_t zar = (uint32_t)za[row] + (a_signed ? 128u : 0u);
-                        uint32_t rest = (uint32_t)rowsum[i0 + i] - (uint32_t)k * zar;
-                        float scale = sa[row];
-                        float *out = c + row * ldc + n0;
-                        const int32_t *t = tile + i * NR;
-                        for (int64_t j = 0; j < cols; j++) {
-                            uint32_t zbr = (uint32_t)zb[n0 + j] - (b_signed ? 0u : 128u);
-                            uint32_t sum = (uint32_t)t[j] - zar * (uint32_t)colsum[n0 + j]
-                                           - zbr * rest;
-                            out[j] = (float)(int32_t)sum * (scale * sb[n0 + j]);
-                        }
-                    }
-                }
-            }
-        }
-        free(ablock);
-        free(rowsum);
-    }
-    return failed;
+    struct gemm_args args = {m, n, k, kp, groups, panels, chunks, ars, acs, ldc, a, a_signed,
+                             b_signed, packed, colsum, za, zb, sa, sb, c, 0};
+    burnish_parallel(gemm_tasks, &args, tasks, tasks > 1 && m * n * k > (1 << 18) ? tasks : 1);
+    return args.failed;
 }
 """
 
 
 class Int8Gemm:
-    """The compiled kernel, on OpenMP's threads (``OMP_NUM_THREADS``, else every core).
+    """The compiled kernel, on the thread pool (``burnish.cpu.threads``).
     ``at_most``: ``"avx2"`` or ``"portable"`` keeps it from better instructions (for tests)."""
 
     def __init__(self, compiler: Any, at_most: str | None = None) -> None:

@@ -14,37 +14,63 @@ from typing import Any
 
 import numpy as np
 
-SOURCE = r"""
+from burnish.jit.codegen.cpu import PARALLEL_HEADER
+
+SOURCE = PARALLEL_HEADER + r"""
 #include <stdint.h>
 #include <math.h>
+
+/* A call's arguments, shared by its parallel ranges: x or q in, out out. */
+struct quantize_args {
+    int64_t channels, inner;
+    const void *in;
+    const float *scales, *points;
+    float offset, low, high;
+    void *out;
+};
 
 /* x [outer, channels, inner] (plain) to out (int8 where to_signed, else uint8): per channel
    (channels > 1, or one scale) scales[c] and points[c] (NULL: offset for every value). */
 #define QUANTIZE(NAME, T)                                                                    \
-static void NAME(int64_t rows, int64_t channels, int64_t inner, const float *x,             \
-                 const float *scales, const float *points, float offset, float low,         \
-                 float high, T *out) {                                                       \
-    if (channels == 1) {                                                                     \
-        int64_t total = rows * inner;                                                        \
-        float s = scales[0], z = points ? points[0] : offset;                                \
-        _Pragma("omp parallel for schedule(static) if (total > (1 << 16))")                \
-        for (int64_t i = 0; i < total; i++) {                                                \
-            float q = rintf(x[i] / s) + z;                                                   \
-            out[i] = (T)(q < low ? low : (q > high ? high : q));                             \
-        }                                                                                    \
-        return;                                                                              \
+static void NAME##_flat(void *context, int64_t begin, int64_t end) {                        \
+    const struct quantize_args *a = context;                                                 \
+    const float *x = a->in;                                                                  \
+    T *out = a->out;                                                                         \
+    float s = a->scales[0], z = a->points ? a->points[0] : a->offset;                        \
+    float low = a->low, high = a->high;                                                      \
+    for (int64_t i = begin; i < end; i++) {                                                  \
+        float q = rintf(x[i] / s) + z;                                                       \
+        out[i] = (T)(q < low ? low : (q > high ? high : q));                                 \
     }                                                                                        \
-    _Pragma("omp parallel for schedule(static) if (rows * channels * inner > (1 << 16))")  \
-    for (int64_t r = 0; r < rows * channels; r++) {                                          \
+}                                                                                            \
+                                                                                             \
+static void NAME##_rows(void *context, int64_t begin, int64_t end) {                        \
+    const struct quantize_args *a = context;                                                 \
+    int64_t channels = a->channels, inner = a->inner;                                        \
+    float low = a->low, high = a->high;                                                      \
+    for (int64_t r = begin; r < end; r++) {                                                  \
         int64_t c = r % channels;                                                            \
-        float s = scales[c], z = points ? points[c] : offset;                                \
-        const float *src = x + r * inner;                                                    \
-        T *dst = out + r * inner;                                                            \
+        float s = a->scales[c], z = a->points ? a->points[c] : a->offset;                    \
+        const float *src = (const float *)a->in + r * inner;                                 \
+        T *dst = (T *)a->out + r * inner;                                                    \
         for (int64_t i = 0; i < inner; i++) {                                                \
             float q = rintf(src[i] / s) + z;                                                 \
             dst[i] = (T)(q < low ? low : (q > high ? high : q));                             \
         }                                                                                    \
     }                                                                                        \
+}                                                                                            \
+                                                                                             \
+static void NAME(int64_t rows, int64_t channels, int64_t inner, const float *x,             \
+                 const float *scales, const float *points, float offset, float low,         \
+                 float high, T *out) {                                                       \
+    struct quantize_args a = {channels, inner, x, scales, points, offset, low, high, out};  \
+    if (channels == 1) {                                                                     \
+        int64_t total = rows * inner;                                                        \
+        burnish_parallel(NAME##_flat, &a, total, burnish_parts(total > (1 << 16)));          \
+        return;                                                                              \
+    }                                                                                        \
+    burnish_parallel(NAME##_rows, &a, rows * channels,                                       \
+                     burnish_parts(rows * channels * inner > (1 << 16)));                    \
 }
 
 QUANTIZE(quantize_s8, int8_t)
@@ -52,16 +78,23 @@ QUANTIZE(quantize_u8, uint8_t)
 
 /* out [outer, channels, inner] (float32) = (q - point) * scale, per channel as QUANTIZE. */
 #define DEQUANTIZE(NAME, T)                                                                  \
-static void NAME(int64_t rows, int64_t channels, int64_t inner, const T *q,                 \
-                 const float *scales, const float *points, float offset, float *out) {      \
-    _Pragma("omp parallel for schedule(static) if (rows * channels * inner > (1 << 16))")  \
-    for (int64_t r = 0; r < rows * channels; r++) {                                          \
+static void NAME##_rows(void *context, int64_t begin, int64_t end) {                        \
+    const struct quantize_args *a = context;                                                 \
+    int64_t channels = a->channels, inner = a->inner;                                        \
+    for (int64_t r = begin; r < end; r++) {                                                  \
         int64_t c = channels == 1 ? 0 : r % channels;                                        \
-        float s = scales[c], z = points ? points[c] : offset;                                \
-        const T *src = q + r * inner;                                                        \
-        float *dst = out + r * inner;                                                        \
+        float s = a->scales[c], z = a->points ? a->points[c] : a->offset;                    \
+        const T *src = (const T *)a->in + r * inner;                                         \
+        float *dst = (float *)a->out + r * inner;                                            \
         for (int64_t i = 0; i < inner; i++) dst[i] = ((float)src[i] - z) * s;               \
     }                                                                                        \
+}                                                                                            \
+                                                                                             \
+static void NAME(int64_t rows, int64_t channels, int64_t inner, const T *q,                 \
+                 const float *scales, const float *points, float offset, float *out) {      \
+    struct quantize_args a = {channels, inner, q, scales, points, offset, 0, 0, out};        \
+    burnish_parallel(NAME##_rows, &a, rows * channels,                                       \
+                     burnish_parts(rows * channels * inner > (1 << 16)));                    \
 }
 
 DEQUANTIZE(dequantize_s8, int8_t)
@@ -88,7 +121,7 @@ void burnish_quantize_f32(int64_t rows, int64_t channels, int64_t inner, const f
 
 
 class Int8Quantize:
-    """The compiled pass, on OpenMP's threads."""
+    """The compiled pass, on the thread pool (``burnish.cpu.threads``)."""
 
     def __init__(self, compiler: Any) -> None:
         self.library = compiler.build(SOURCE)
