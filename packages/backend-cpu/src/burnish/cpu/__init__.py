@@ -1,4 +1,5 @@
-"""burnish.cpu: burnish on the CPU through kernels compiled at run time (C, OpenMP)."""
+"""burnish.cpu: burnish on the CPU through kernels compiled at run time (C, on a thread pool
+of its own)."""
 
 from __future__ import annotations
 

@@ -38,12 +38,6 @@ def _vector_probe() -> str:
 _VECTOR_PROBE = _vector_probe()
 
 
-#: How long OpenMP's threads spin for more work after a kernel before they sleep (libgomp's
-#: default, 300,000 spins, keeps them busy through NumPy's BLAS calls, whose own threads then
-#: wait for a core): set before the first kernel loads libgomp, unless the user set it.
-os.environ.setdefault("GOMP_SPINCOUNT", "10000")
-
-
 class CompilerMissing(RuntimeError):
     """No working C compiler: the cpu backend has no device."""
 
@@ -54,7 +48,8 @@ def cache_dir() -> Path:
 
 
 class Compiler:
-    """``$CC`` (else ``cc``, ``gcc``, ``clang``), with OpenMP where it has it."""
+    """``$CC`` (else ``cc``, ``gcc``, ``clang``), with OpenMP's ``simd`` pragmas where it
+    takes them."""
 
     def __init__(self) -> None:
         found = [c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c]
@@ -71,14 +66,15 @@ class Compiler:
             raise CompilerMissing(f"cpu backend: {path} --version failed ({error})") from None
         self.version = version.strip()
         self.flags: tuple[str, ...] = FLAGS
-        self.openmp = False
+        #: Whether the compiler honours OpenMP's ``simd`` pragmas (``-fopenmp-simd``: vector
+        #: loops and reductions, no OpenMP runtime; the threads are ``burnish.cpu.threads``).
+        self.simd = False
         self.vector_math = False
-        # OpenMP where the compiler and its runtime are there (Apple's clang has neither).
         try:
-            self.build("void burnish_probe(void) {\n#pragma omp parallel\n{}\n}\n",
-                       ("-fopenmp",))
-            self.openmp = True
-            self.flags = FLAGS + ("-fopenmp",)
+            self.build("void burnish_probe(float *x, int n) {\n#pragma omp simd\n"
+                       "for (int i = 0; i < n; i++) x[i] += 1;\n}\n", ("-fopenmp-simd",))
+            self.simd = True
+            self.flags = FLAGS + ("-fopenmp-simd",)
         except (RuntimeError, OSError):
             try:
                 self.build("void burnish_probe(void) {}\n", ())
@@ -88,7 +84,7 @@ class Compiler:
             return
         # glibc's vector math (libmvec), for loops that call exp, erf, tanh...
         try:
-            probe = self.build(_VECTOR_PROBE, ("-fopenmp", "-lmvec"))
+            probe = self.build(_VECTOR_PROBE, ("-fopenmp-simd", "-lmvec"))
         except (RuntimeError, OSError):
             return
         self.vector_math = hasattr(probe, "burnish_probe")

@@ -2,13 +2,13 @@
 
 burnish.jit's way for the CPU was a patch matrix for a whole chunk of the batch, written by one
 kernel, then BLAS products over it: the matrix (channels x taps x positions per sample, often
-tens of MB) went through memory twice. Here each OpenMP thread takes a sample (and group) at a
-time, writes its patch rows into a buffer of its own, which stays in the cache, and hands them
-straight to a single-threaded BLAS product (``blas.Gemm``'s function pointers, on burnish's
-buffers). A task is a block of output lines of one sample and group, as many lines as keep its
-patch rows within ``BLOCK`` elements (so large images split into many tasks, and the threads
-share even a batch of one). Weight gradients add each thread's products into a buffer of its
-own, summed at the end.
+tens of MB) went through memory twice. Here each thread (``burnish.cpu.threads``) takes a
+sample (and group) at a time, writes its patch rows into a buffer of its own, which stays in
+the cache, and hands them straight to a single-threaded BLAS product (``blas.Gemm``'s function
+pointers, on burnish's buffers). A task is a block of output lines of one sample and group, as
+many lines as keep its patch rows within ``BLOCK`` elements (so large images split into many
+tasks, and the threads share even a batch of one). Weight gradients add the products of one
+run of tasks per thread into a buffer of its own; the buffers are summed in order at the end.
 
 Patch rows are made line by line: a line of the output's last dim reads one line of the input
 (a run of ``memcpy`` for unit strides), with zeros where taps fall in the padding; transposed

@@ -19,4 +19,4 @@ def _make() -> CpuBackend:
 @hookimpl
 def burnish_backends() -> list[BackendInfo]:
     return [BackendInfo("cpu", _make, "burnish-backend-cpu",
-                        "CPU: compiled C kernels, OpenMP")]
+                        "CPU: compiled C kernels, its own threads")]

@@ -95,11 +95,9 @@ class CpuRuntime(Runtime):
         return name
 
     def describe_compiler(self) -> str:
-        threads = f"{self.threads} threads" + (
-            " (OpenMP's for convolutions, pooling and int8 kernels)" if self.compiler.openmp
-            else " (one for convolutions, pooling and int8 kernels: the compiler has no OpenMP)")
+        simd = "" if self.compiler.simd else "; no OpenMP simd pragmas (scalar loops)"
         vector = "; vector math from libmvec" if self.compiler.vector_math else ""
-        return f"{self.compiler.version}; {threads}{vector}"
+        return f"{self.compiler.version}; {self.threads} threads{simd}{vector}"
 
     def allocate(self, nbytes: int) -> HostBuffer:
         return HostBuffer(nbytes)

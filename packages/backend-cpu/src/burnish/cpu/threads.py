@@ -21,7 +21,7 @@ balancer moves it a millisecond or more later (bench/RESULTS.md, 2026-11-28).
 
 OpenMP's runtime cannot do this: libgomp reads its spin count once (``GOMP_SPINCOUNT``), and
 its caller waits at the end of every parallel region for all the team's threads, asleep or
-not. Kernels not moved to this pool yet still use OpenMP.
+not. The kernels keep OpenMP's ``simd`` pragmas (``-fopenmp-simd``: no runtime).
 
 ``OMP_NUM_THREADS`` (its first number) sets the thread count, the caller included, as it does
 for OpenMP; else all the CPUs this process may use.

@@ -102,8 +102,9 @@ def has_barrier(stmts: list) -> bool:
 
 
 class CpuGenerator(CGenerator):
-    """C99 (GCC and Clang) with OpenMP: ``<name>(buffers..., info, groups_x, groups_y,
-    groups_z)`` runs a whole launch, its workgroups spread over the CPU's cores."""
+    """C99 (GCC and Clang) with OpenMP's ``simd`` pragmas: ``<name>(buffers..., info,
+    groups_x, groups_y, groups_z)`` runs a whole launch, its workgroups spread over the CPU's
+    cores by ``PARALLEL_HEADER``'s parallel loop."""
 
     language = "c-cpu"
     TYPES = {"bool": "bool", "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t",
