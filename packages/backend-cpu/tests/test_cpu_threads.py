@@ -5,6 +5,8 @@ thread count and the spin taken from the environment, bad values refused."""
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
 import threading
 import time
 
@@ -141,3 +143,36 @@ def test_thread_count_and_spin_come_from_the_environment(monkeypatch):
         monkeypatch.setenv("BURNISH_CPU_SPIN_US", bad)
         with pytest.raises(ValueError, match=f"BURNISH_CPU_SPIN_US.*{bad!r}"):
             cpu_threads.spin_microseconds()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+def test_a_forked_child_runs_its_loops_on_its_own_thread(compiler, cover):
+    """The child has none of the parent's workers: its loops must not wait for them (nor
+    touch them), and give the same results."""
+    pool = compiler.threads
+    calls = np.zeros(1, np.int64)
+    out = np.zeros(1000, np.int64)
+    cover(out.ctypes.data, 1000, 8, calls.ctypes.data)  # the workers started
+    time.sleep(0.01)  # and asleep: a wake would narrow their affinity
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 when the loop covered every element once
+        status = 1
+        try:
+            out = np.zeros(1000, np.int64)
+            with pool.busy():
+                cover(out.ctypes.data, 1000, 8, calls.ctypes.data)
+            status = 0 if np.array_equal(out, np.arange(1, 1001)) else 2
+            if sys.platform == "linux" and pool.spent() != 0.0:  # no worker of its own
+                status = 3
+        finally:
+            os._exit(status)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child's loop did not finish in 30 s")

@@ -24,7 +24,8 @@ its caller waits at the end of every parallel region for all the team's threads,
 not. The kernels keep OpenMP's ``simd`` pragmas (``-fopenmp-simd``: no runtime).
 
 ``OMP_NUM_THREADS`` (its first number) sets the thread count, the caller included, as it does
-for OpenMP; else all the CPUs this process may use.
+for OpenMP; else all the CPUs this process may use. A child of ``fork`` has none of the
+parent's workers: its loops run on its own thread.
 """
 
 from __future__ import annotations
@@ -149,8 +150,18 @@ static void wake(void) {
     }
 }
 
+/* A child of fork has the caller's thread alone: its loops run on it (the workers' handles
+   name threads of the parent). */
+static void forked(void) {
+    threads = 1;
+    atomic_store(&sleepers, 0);
+    atomic_store(&busy, 0);
+    atomic_store(&owned, 0);
+}
+
 /* Starts workers until there are ``count`` threads with the caller; returns how many. */
 int burnish_threads_start(int count, int64_t spin) {
+    if (threads == 1) pthread_atfork(NULL, NULL, forked);
     spin_ns = spin;
 #if defined(__linux__)
     if (sched_getaffinity(0, sizeof process_cpus, &process_cpus)) return threads;
