@@ -61,6 +61,7 @@ static void *job_context;
 static int64_t job_n, job_parts;
 static _Thread_local int inside;        /* in a part already: a nested loop runs serially */
 static pthread_t workers[MAX_THREADS];
+static int asleep[MAX_THREADS];         /* under lock: worker i waits for a wake */
 #if defined(__linux__)
 static cpu_set_t process_cpus;          /* where the process may run, when the pool started */
 #endif
@@ -98,8 +99,8 @@ static void take_parts(uint64_t job) {
     }
 }
 
-static void *worker(void *unused) {
-    (void)unused;
+static void *worker(void *index) {
+    int me = (int)(intptr_t)index;
     inside = 1;
     int seen = atomic_load(&generation);
     for (;;) {
@@ -116,7 +117,9 @@ static void *worker(void *unused) {
             if (clock_ns() - since < spin_ns) continue;
             pthread_mutex_lock(&lock);
             atomic_fetch_add(&sleepers, 1);
+            asleep[me] = 1;
             while (atomic_load(&generation) == seen) pthread_cond_wait(&wakeup, &lock);
+            asleep[me] = 0;
             atomic_fetch_sub(&sleepers, 1);
             pthread_mutex_unlock(&lock);
 #if defined(__linux__)
@@ -137,14 +140,15 @@ static void *worker(void *unused) {
 static void wake(void) {
     atomic_fetch_add(&generation, 1);
     if (atomic_load(&sleepers)) {
+        pthread_mutex_lock(&lock);  /* held: a worker narrowed here is still asleep */
 #if defined(__linux__)
         cpu_set_t others = process_cpus;
-        CPU_CLR(sched_getcpu(), &others);
+        int cpu = sched_getcpu();
+        if (cpu >= 0) CPU_CLR(cpu, &others);
         if (CPU_COUNT(&others))
             for (int i = 0; i < threads - 1; i++)
-                pthread_setaffinity_np(workers[i], sizeof others, &others);
+                if (asleep[i]) pthread_setaffinity_np(workers[i], sizeof others, &others);
 #endif
-        pthread_mutex_lock(&lock);
         pthread_cond_broadcast(&wakeup);
         pthread_mutex_unlock(&lock);
     }
@@ -154,7 +158,9 @@ static void wake(void) {
    name threads of the parent). */
 static void forked(void) {
     threads = 1;
+    pthread_mutex_init(&lock, NULL);
     atomic_store(&sleepers, 0);
+    for (int i = 0; i < MAX_THREADS; i++) asleep[i] = 0;
     atomic_store(&busy, 0);
     atomic_store(&owned, 0);
 }
@@ -168,7 +174,8 @@ int burnish_threads_start(int count, int64_t spin) {
 #endif
     if (count > MAX_THREADS) count = MAX_THREADS;
     for (; threads < count; threads++) {
-        if (pthread_create(&workers[threads - 1], NULL, worker, NULL)) break;
+        if (pthread_create(&workers[threads - 1], NULL, worker, (void *)(intptr_t)(threads - 1)))
+            break;
         pthread_detach(workers[threads - 1]);
     }
     return threads;
