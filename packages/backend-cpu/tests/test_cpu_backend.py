@@ -238,7 +238,7 @@ def test_numpys_blas_runs_on_one_thread_in_burnishs_work_and_gets_its_threads_ba
 def test_kernels_are_cached_on_disk_by_source(tmp_path, monkeypatch):
     monkeypatch.setenv("BURNISH_CACHE_DIR", str(tmp_path))
     compiler = Compiler()
-    probes = set((tmp_path / "cpu-kernels").glob("*.so"))  # the compiler's OpenMP probe
+    probes = set((tmp_path / "cpu-kernels").glob("*.so"))  # the compiler's probes
     source = "int burnish_answer(void) { return 42; }\n"
     assert compiler.build(source).burnish_answer() == 42
     libraries = list(set((tmp_path / "cpu-kernels").glob("*.so")) - probes)

@@ -1,4 +1,4 @@
-"""Products and convolutions on NumPy's BLAS from burnish's OpenMP threads: every layout BLAS
+"""Products and convolutions on NumPy's BLAS from burnish's threads: every layout BLAS
 takes (and those it does not, which fall back), batches split across the threads, weight
 gradients summed over the batch, and convolutions of 1 to 3 spatial dims against ndarray."""
 
@@ -22,7 +22,7 @@ from burnish.cpu.pool import NativePool
 def gemm() -> Gemm:
     found = Gemm(Compiler(), threads=2)
     if not found.available:
-        pytest.skip("NumPy's BLAS is not OpenBLAS, or the compiler has no OpenMP")
+        pytest.skip("NumPy's BLAS is not OpenBLAS")
     return found
 
 
@@ -341,7 +341,7 @@ def test_recurrent_layers_are_the_same_on_any_thread_count(dtype, monkeypatch):
     cpu = burnish.backend("cpu")
     native = cpu.runtime(cpu.default_device()).native_recurrent
     if not native.entries:
-        pytest.skip("no OpenBLAS or no OpenMP")
+        pytest.skip("no OpenBLAS")
     from burnish.cpu.recurrent import blocks
 
     seq, batch, hidden = 5, 8, 128
@@ -377,7 +377,7 @@ def test_recurrent_layers_back_off_to_one_thread_after_a_slow_run(monkeypatch):
     cpu = burnish.backend("cpu")
     native = cpu.runtime(cpu.default_device()).native_recurrent
     if not native.entries or native.threads < 2:
-        pytest.skip("no OpenBLAS or no OpenMP, or one thread")
+        pytest.skip("no OpenBLAS, or one thread")
     monkeypatch.setattr(cpu_recurrent, "BACK_OFF_RUNS", 2)
     seq, batch, hidden = 4, 8, 128
     x, w, h, _, bias = _recurrent_inputs(seq, batch, hidden, "float32")
@@ -408,7 +408,7 @@ def test_recurrent_layers_that_share_memory_do_not_run_together():
     cpu = burnish.backend("cpu")
     native = cpu.runtime(cpu.default_device()).native_recurrent
     if not native.entries or native.threads < 2:
-        pytest.skip("no OpenBLAS or no OpenMP, or one thread")
+        pytest.skip("no OpenBLAS, or one thread")
     seq, batch, hidden = 3, 2, 4
     x, w, h, c, _ = _recurrent_inputs(seq, batch, hidden, "float32")
     out, last_h, last_c = (np.empty((seq, batch, hidden), np.float32),
@@ -436,7 +436,7 @@ def test_a_captured_bidirectional_layer_runs_its_directions_together(monkeypatch
     cpu = burnish.backend("cpu")
     native = cpu.runtime(cpu.default_device()).native_recurrent
     if not native.entries or native.threads < 2:
-        pytest.skip("no OpenBLAS or no OpenMP, or one thread")
+        pytest.skip("no OpenBLAS, or one thread")
     programs = []
     original = cpu_runtime.CpuRuntime.program
     monkeypatch.setattr(cpu_runtime.CpuRuntime, "program",
