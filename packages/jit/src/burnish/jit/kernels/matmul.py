@@ -456,6 +456,24 @@ def _split_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: boo
 PITCH_PAD = 4
 
 
+def _run_of(tiling: Tiling, count: int) -> int:
+    """How many of an invocation's ``count`` rows (or columns) of a tile are neighbours."""
+    return tiling.runs if 0 < tiling.runs < count else count
+
+
+def _read_runs(k: KernelBuilder, tile: ir.Shared, starts: list, regs: list, offset: ir.Expr,
+               run: int) -> None:
+    """``regs[i] = tile[starts[i] + offset]``, neighbouring words (runs of ``run``, each
+    starting at a multiple of its width, as the tile's 16-byte aligned rows and pitches
+    keep them) read four or two at a time."""
+    width = 4 if run % 4 == 0 else 2 if run % 2 == 0 else 1
+    for i in range(0, len(regs), width):
+        if width == 1:
+            k.assign(regs[i], tile[starts[i] + offset])
+        else:
+            k.shared_load_run(tile, starts[i] + offset, regs[i:i + width])
+
+
 #: How a tiled kernel reads an operand: ``loader(k, base, index)`` is called once per element
 #: of the tile copy an invocation makes, with the batch's base offset and the element's fixed
 #: row (``a``) or column (``b``); it returns ``read(gk)``, the element's address at inner
@@ -558,7 +576,7 @@ def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...
 
     def spread(index: ir.Expr, count: int, across: int) -> list[ir.Expr]:
         """The ``count`` rows or columns of invocation ``index`` of ``across``."""
-        run = tiling.runs if 0 < tiling.runs < count else count
+        run = _run_of(tiling, count)
         return [index * run + (i // run) * (across * run) + i % run for i in range(count)]
 
     rows = spread(ty_, rm, tm // rm)
@@ -578,10 +596,8 @@ def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...
         # Unrolled here rather than left to the device compiler: the register block only
         # stays in registers when every index into it is a constant.
         for kk in range(tk):
-            for i in range(rm):
-                k.assign(a_regs[i], a_tile[a_rows[i] + kk * a_pitch])
-            for j in range(rn):
-                k.assign(b_regs[j], b_tile[b_cols[j] + kk * b_pitch])
+            _read_runs(k, a_tile, a_rows, a_regs, kk * a_pitch, _run_of(tiling, rm))
+            _read_runs(k, b_tile, b_cols, b_regs, kk * b_pitch, _run_of(tiling, rn))
             for i in range(rm):
                 for j in range(rn):
                     k.assign(acc[i][j], acc[i][j] + epilogue.multiply(a_regs[i], b_regs[j]))
