@@ -461,7 +461,7 @@ def _run_of(tiling: Tiling, count: int) -> int:
     return tiling.runs if 0 < tiling.runs < count else count
 
 
-def _read_runs(k: KernelBuilder, tile: ir.Shared, starts: list, regs: list, offset: ir.Expr,
+def _read_runs(k: KernelBuilder, tile: ir.Shared, starts: list, regs: list, offset: int,
                run: int) -> None:
     """``regs[i] = tile[starts[i] + offset]``, neighbouring words (runs of ``run``, each
     starting at a multiple of its width, as the tile's 16-byte aligned rows and pitches
