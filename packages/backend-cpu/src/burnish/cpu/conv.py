@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from burnish.cpu import winograd
+
 SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
@@ -300,6 +302,18 @@ CONV(burnish_conv_f64_i32, burnish_f64, double, int32_t)
 #: Patch-matrix elements per block (per thread): 2^18 float32 is 1 MiB, about a core's L2.
 BLOCK = 1 << 18
 
+#: 3x3 convolutions at unit stride and dilation go through ``burnish.cpu.winograd`` (2.25x
+#: fewer multiply-adds) where both sides have at least ``WINOGRAD_CHANNELS`` channels per group
+#: and the batch has at least ``WINOGRAD_POSITIONS`` output positions: its weights are
+#: transformed on every call (16 values for 9), which fewer positions do not pay back.
+WINOGRAD = True
+WINOGRAD_CHANNELS = 16
+WINOGRAD_POSITIONS = 256
+#: Bytes of a Winograd block's transformed patches and products (per thread), about a core's
+#: L2; and the fewest tasks a call is cut into (splitting the output channels if need be).
+WINOGRAD_BLOCK = 1 << 20
+WINOGRAD_TASKS = 8
+
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
 
@@ -308,6 +322,30 @@ def _lines_per_block(inner: int, words: np.ndarray) -> int:
     """Output lines (positions along the last dim) per block: as many as keep a block's patch
     rows (``inner`` of them) within ``BLOCK`` elements, at least one."""
     return max(1, BLOCK // max(1, inner * int(words[5])))
+
+
+def _winograd_takes(words: np.ndarray, batch: int, channels: int, m: int,
+                    transposed: bool) -> bool:
+    """Whether a convolution goes through ``burnish.cpu.winograd``: 2 spatial dims (the
+    first of the three geometry dims 1), a 3x3 kernel, unit strides and dilation, not
+    transposed, enough channels and positions (``WINOGRAD_CHANNELS``, ``WINOGRAD_POSITIONS``)."""
+    return (WINOGRAD and not transposed and words[0] == 1 and words[6] == 1
+            and words[7] == 3 and words[8] == 3 and words[10] == 1 and words[11] == 1
+            and words[16] == 1 and words[17] == 1 and channels >= WINOGRAD_CHANNELS
+            and m >= WINOGRAD_CHANNELS
+            and batch * int(words[4]) * int(words[5]) >= WINOGRAD_POSITIONS)
+
+
+def _winograd_blocks(words: np.ndarray, batch: int, groups: int, channels: int, m: int,
+                     itemsize: int) -> tuple[int, int]:
+    """Tiles per block (as many as keep a block's 16 transformed patches and products within
+    ``WINOGRAD_BLOCK`` bytes, at least 16) and the parts the output channels are cut into
+    (enough for ``WINOGRAD_TASKS`` tasks, at least 32 channels each): by the shape alone."""
+    tiles = batch * ((int(words[4]) + 1) // 2) * ((int(words[5]) + 1) // 2)
+    tile_block = max(16, WINOGRAD_BLOCK // (16 * (channels + m) * itemsize))
+    blocks = -(-tiles // tile_block)
+    m_parts = max(1, min(m // 32, -(-WINOGRAD_TASKS // (groups * blocks))))
+    return tile_block, m_parts
 
 
 def geometry(in_size: tuple[int, ...], out_size: tuple[int, ...], kernel: tuple[int, ...],
@@ -331,9 +369,12 @@ class NativeConv:
         self.entries: dict[str, tuple[Any, Any, int]] = {}
         #: The direct kernels of depthwise convolutions (one input channel per group), by dtype.
         self.depthwise: dict[str, Any] = {}
+        #: ``burnish.cpu.winograd``'s 3x3 convolutions over BLAS, by dtype.
+        self.winograd: dict[str, tuple[Any, int]] = {}
         if not compiler.openmp:
             return
         library = compiler.build(SOURCE)
+        minimal = compiler.build(winograd.SOURCE)
         self.patches = library.burnish_patches_u8
         self.patches.argtypes = [_P, _P, _I64, _I64, _I64, _I64, ctypes.c_uint8, _P]
         self.patches.restype = None
@@ -349,19 +390,26 @@ class NativeConv:
                                ctypes.c_int, _I64]
             weight.restype = ctypes.c_int
             self.entries[dtype] = (forward, weight, address)
+            function = getattr(minimal, f"{name}_winograd")
+            function.argtypes = [_P, _P, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64, _P, _P, _I64,
+                                 _I64, _P]
+            function.restype = ctypes.c_int
+            self.winograd[dtype] = (function, address)
         for dtype, suffix in (("float32", "f32"), ("float64", "f64")):
             depthwise = getattr(library, f"burnish_conv_{suffix}_depthwise")
             depthwise.argtypes = [_P, _P, _I64, _I64, _I64, _I64, _P, _I64, _P, _P]
             depthwise.restype = ctypes.c_int
             self.depthwise[dtype] = depthwise
         self.library = library  # kept loaded while the entries may run
+        self.minimal = minimal
 
     def forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                 out: np.ndarray, words: np.ndarray, groups: int, transposed: bool) -> None:
         """``out`` ``[batch, groups * m, *out_size]`` (contiguous) = ``weight`` ``[groups, m,
         channels * taps]`` (contiguous) times the patches of ``x`` (any strides). Depthwise
         convolutions of 1 or 2 spatial dims (one input channel per group, not transposed) sum
-        their taps directly."""
+        their taps directly; 3x3 ones at unit stride with enough channels and positions go
+        through ``burnish.cpu.winograd``."""
         self.bind_forward(x, weight, bias, out, words, groups, transposed)()
 
     def bind_forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
@@ -375,6 +423,7 @@ class NativeConv:
         depthwise = self.depthwise.get(out.dtype.name)
         function: Any
         args: tuple[Any, ...]
+        workspace: np.ndarray | None = None
         # 1 and 2 spatial dims: the first of the three geometry dims is 1 in size and kernel.
         if (channels == 1 and not transposed and depthwise is not None and words[0] == 1
                 and words[6] == 1):
@@ -382,6 +431,17 @@ class NativeConv:
             args = (words.ctypes.data, x.ctypes.data, x.strides[0] // size,
                     x.strides[1] // size, batch, groups, weight.ctypes.data, weight.shape[1],
                     bias_address, out.ctypes.data)
+        elif (out.dtype.name in self.winograd
+              and _winograd_takes(words, batch, channels, weight.shape[1], transposed)):
+            function, gemm = self.winograd[out.dtype.name]
+            what = "a Winograd convolution's transformed tiles"
+            m = weight.shape[1]
+            # The transformed weights: 16 matrices [m, channels] per group, a cache line apart.
+            workspace = np.empty(groups * 16 * (m * channels + 64 // size), out.dtype)
+            tile_block, m_parts = _winograd_blocks(words, batch, groups, channels, m, size)
+            args = (gemm, words.ctypes.data, x.ctypes.data, x.strides[0] // size,
+                    x.strides[1] // size, batch, groups, channels, weight.ctypes.data, m,
+                    bias_address, out.ctypes.data, tile_block, m_parts, workspace.ctypes.data)
         else:
             function, _, gemm = self.entries[out.dtype.name]
             what = "a convolution's patch matrix"
@@ -390,7 +450,8 @@ class NativeConv:
                     weight.ctypes.data, weight.shape[1], bias_address, out.ctypes.data,
                     _lines_per_block(weight.shape[2], words))
 
-        def run(words: np.ndarray = words) -> None:  # words: C reads its memory
+        def run(words: np.ndarray = words, workspace: np.ndarray | None = workspace) -> None:
+            # words and the workspace: C reads and writes their memory
             if function(*args):
                 raise MemoryError(f"cpu backend: no memory for {what}")
 
