@@ -283,6 +283,8 @@ POOLS = [  # (spatial size, kernel, stride, padding, dilation, ceil_mode)
     ((4, 5, 6), (2, 3, 2), (1, 2, 2), (1, 1, 0), (1, 1, 2), True),
     ((3, 150), (2, 3), (1, 2), (0, 1), (1, 1), False),  # lines past the C kernel's LINE (64)
     ((24, 40), (3, 2), (1, 2), (0, 0), (2, 1), False),  # inside: 400 outputs, two CHUNKs
+    ((9, 10), (3, 3), (2, 2), (1, 1), (1, 1), False),  # ResNet's stem pool: padding, stride 2
+    ((5, 6), (2, 3), (3, 2), (1, 1), (1, 1), True),  # ceil_mode
 ]
 
 
@@ -307,6 +309,12 @@ def test_max_pooling_values_indices_and_gradients_match_ndarray(case, dtype, mon
             weights = rng.standard_normal(y.shape).astype(dtype)
         grads = (y * Tensor.from_data(weights, device=device)).sum().backward()
         results[device] = [y.to_numpy(), index.to_numpy(), tx.grad(grads).to_numpy()]
+    # The values alone (inference: no indices kept, -inf where a window starts).
+    values = burnish.functional.max_pool(Tensor.from_data(x, device="cpu"), kernel,
+                                         stride=stride, padding=padding, dilation=dilation,
+                                         ceil_mode=ceil_mode)
+    results["autodiff+cpu"].append(values.to_numpy())
+    results["autodiff+ndarray"].append(results["autodiff+ndarray"][0])
     for got, expected in zip(results["autodiff+cpu"], results["autodiff+ndarray"]):
         np.testing.assert_array_equal(got, expected)
     assert sorted(set(calls)) == ["backward", "forward"], calls
