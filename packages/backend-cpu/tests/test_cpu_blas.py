@@ -161,11 +161,14 @@ CASES = [  # (spatial size, kernel, stride, padding, dilation, groups, batch)
 
 @pytest.mark.parametrize("case", CASES, ids=[str(c[:3]) for c in CASES])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("block", [None, 8], ids=["whole", "line-blocks"])
+@pytest.mark.parametrize("block", [None, 8, "merged"], ids=["whole", "line-blocks", "merged"])
 def test_convolutions_and_their_gradients_match_ndarray(case, dtype, block, monkeypatch):
     from burnish.cpu import conv as cpu_conv
 
-    if block is not None:  # a task per output line: many blocks per sample
+    if block == "merged":  # every batch's patch matrices side by side, output channels in parts
+        monkeypatch.setattr(cpu_conv, "MERGE_TASKS", 1 << 30)
+        monkeypatch.setattr(cpu_conv, "MERGE_CHANNELS", 1)
+    elif block is not None:  # a task per output line: many blocks per sample
         monkeypatch.setattr(cpu_conv, "BLOCK", block)
     calls: list[str] = []
     for name in ("bind_forward", "weight_grad"):

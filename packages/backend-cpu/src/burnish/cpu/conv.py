@@ -47,14 +47,15 @@ static inline int burnish_coord(int64_t o, int64_t t, int64_t in, int64_t s, int
 }
 
 /* Patch rows of channels [0, channels) of one sample and group, for output lines [l0, l1)
-   (a line: the positions along the last dim): cols is [channels * taps, (l1 - l0) * out2],
-   pad where a tap falls outside the input. */
+   (a line: the positions along the last dim): cols is [channels * taps, (l1 - l0) * out2]
+   (its rows ld apart, where ld is not 0), pad where a tap falls outside the input. */
 #define ROWS(NAME, T)                                                                         \
 static void NAME##_rows(const T *x, int64_t xsc, const int64_t *g, int transposed,           \
-                        int64_t channels, int64_t l0, int64_t l1, T pad, T *cols) {          \
+                        int64_t channels, int64_t l0, int64_t l1, T pad, T *cols,            \
+                        int64_t ld) {                                                        \
     const int64_t *in = g, *out = g + 3, *k = g + 6, *s = g + 9, *p = g + 12, *d = g + 15;    \
     const int64_t *xs = g + 18;                                                              \
-    int64_t width = (l1 - l0) * out[2], taps = k[0] * k[1] * k[2];                           \
+    int64_t width = ld ? ld : (l1 - l0) * out[2], taps = k[0] * k[1] * k[2];                 \
     int line = !transposed || s[2] == 1;                                                     \
     int64_t a = transposed ? 1 : s[2];                                                       \
     for (int64_t c = 0; c < channels; c++)                                                   \
@@ -114,7 +115,7 @@ void burnish_patches_u8(const int64_t *g, const uint8_t *x, int64_t xsb, int64_t
     _Pragma("omp parallel for schedule(static) if (planes * taps * positions >= 65536)")
     for (int64_t plane = 0; plane < planes; plane++)
         burnish_u8_rows(x + (plane / channels) * xsb + (plane % channels) * xsc, xsc, g, 0, 1,
-                        0, lines, pad, cols + plane * taps * positions);
+                        0, lines, pad, cols + plane * taps * positions, 0);
 }
 
 /* Multiply-adds from which a convolution's tasks are shared between the threads. */
@@ -155,7 +156,7 @@ int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64
             int64_t width = (l1 - l0) * g[5];                                                \
             const T *xg = x + n * xsb + gi * channels * xsc;                                 \
             if (!pointwise)                                                                  \
-                ROWS_OF##_rows(xg, xsc, g, transposed, channels, l0, l1, (T)0, cols);        \
+                ROWS_OF##_rows(xg, xsc, g, transposed, channels, l0, l1, (T)0, cols, 0);     \
             T *o = out + plane * m * positions + l0 * g[5];                                  \
             gemm(101, 111, 111, (I)m, (I)width, (I)inner, (T)1, w + gi * m * inner,          \
                  (I)inner, pointwise ? xg + l0 * g[5] : cols, pointwise ? (I)xsc : (I)width, \
@@ -168,6 +169,53 @@ int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64
         free(cols);                                                                          \
     }                                                                                        \
     return failed != 0;                                                                      \
+}                                                                                            \
+                                                                                             \
+/* forward's result for convolutions with few output positions (a deep layer's 7x7): the     \
+   patch matrices of the whole batch side by side, [channels * taps, batch * P] per group,    \
+   built first (a task per sample and group), then multiplied in parts of the output         \
+   channels, so that each BLAS call has batch * P columns and packs only its part of the     \
+   weights, and a batch of one still has m_parts tasks; each part's rows then go to out with  \
+   the bias. */                                                                              \
+int NAME##_forward_merged(void *fn, const int64_t *g, int transposed, const T *x,            \
+                          int64_t xsb, int64_t xsc, int64_t batch, int64_t groups,           \
+                          int64_t channels, const T *w, int64_t m, const T *bias, T *out,    \
+                          int64_t m_parts) {                                                 \
+    NAME##_gemm gemm = (NAME##_gemm)fn;                                                      \
+    int64_t positions = g[3] * g[4] * g[5], inner = channels * g[6] * g[7] * g[8];           \
+    int64_t lines = g[3] * g[4], width = batch * positions;                                  \
+    int64_t macs = batch * groups * m * inner * positions;                                   \
+    T *cols = malloc(sizeof(T) * groups * (inner + m) * width);                              \
+    if (!cols) return 1;                                                                     \
+    T *prod = cols + groups * inner * width;                                                 \
+    _Pragma("omp parallel if (macs >= PARALLEL_MACS)")                                      \
+    {                                                                                        \
+        _Pragma("omp for schedule(static)")                                                 \
+        for (int64_t plane = 0; plane < batch * groups; plane++) {                          \
+            int64_t n = plane / groups, gi = plane % groups;                                 \
+            ROWS_OF##_rows(x + n * xsb + gi * channels * xsc, xsc, g, transposed, channels,  \
+                           0, lines, (T)0, cols + gi * inner * width + n * positions, width); \
+        }                                                                                    \
+        _Pragma("omp for schedule(static)")                                                 \
+        for (int64_t task = 0; task < groups * m_parts; task++) {                           \
+            int64_t gi = task / m_parts, part = task % m_parts;                              \
+            int64_t m0 = m * part / m_parts, m1 = m * (part + 1) / m_parts;                  \
+            T *pg = prod + (gi * m + m0) * width;                                            \
+            gemm(101, 111, 111, (I)(m1 - m0), (I)width, (I)inner, (T)1,                      \
+                 w + (gi * m + m0) * inner, (I)inner, cols + gi * inner * width, (I)width,   \
+                 (T)0, pg, (I)width);                                                        \
+            for (int64_t r = m0; r < m1; r++) {                                              \
+                T start = bias ? bias[gi * m + r] : (T)0;                                    \
+                for (int64_t n = 0; n < batch; n++) {                                        \
+                    const T *src = pg + (r - m0) * width + n * positions;                    \
+                    T *o = out + (n * groups * m + gi * m + r) * positions;                  \
+                    for (int64_t q = 0; q < positions; q++) o[q] = src[q] + start;           \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+    free(cols);                                                                              \
+    return 0;                                                                                \
 }                                                                                            \
                                                                                              \
 /* out[g] (+)= sum over n of grad[n, g] x patches(x[n, g])^T; out contiguous [groups, m,     \
@@ -195,7 +243,7 @@ int NAME##_weight_grad(void *fn, const int64_t *g, const T *x, int64_t xsb, int6
             int64_t l1 = l0 + lines_per_block < lines ? l0 + lines_per_block : lines;       \
             int64_t width = (l1 - l0) * g[5];                                                \
             ROWS_OF##_rows(x + n * xsb + gi * channels * xsc, xsc, g, 0, channels, l0, l1,   \
-                           (T)0, cols);                                                      \
+                           (T)0, cols, 0);                                                   \
             gemm(101, 111, 112, (I)m, (I)inner, (I)width, (T)1,                              \
                  grad + plane * m * positions + l0 * g[5], (I)positions, cols, (I)width,     \
                  (T)1, sum + gi * m * inner, (I)inner);                                      \
@@ -302,6 +350,15 @@ CONV(burnish_conv_f64_i32, burnish_f64, double, int32_t)
 #: Patch-matrix elements per block (per thread): 2^18 float32 is 1 MiB, about a core's L2.
 BLOCK = 1 << 18
 
+#: Forward convolutions whose samples are one block each and fewer than ``MERGE_TASKS`` (a
+#: deep layer's 7x7 on a batch of one: one task, one thread) put the batch's patch matrices
+#: side by side and multiply them in ``MERGE_PARTS`` parts of the output channels (at least
+#: ``MERGE_CHANNELS`` each), so that every thread has work. (A batch of two, two tasks, was
+#: no faster merged: bench/RESULTS.md.)
+MERGE_TASKS = 2
+MERGE_PARTS = 2
+MERGE_CHANNELS = 32
+
 #: 3x3 convolutions at unit stride and dilation go through ``burnish.cpu.winograd`` (2.25x
 #: fewer multiply-adds) where both sides have at least ``WINOGRAD_CHANNELS`` channels per group
 #: and the batch has at least ``WINOGRAD_POSITIONS`` output positions: its weights are
@@ -369,6 +426,8 @@ class NativeConv:
         self.entries: dict[str, tuple[Any, Any, int]] = {}
         #: The direct kernels of depthwise convolutions (one input channel per group), by dtype.
         self.depthwise: dict[str, Any] = {}
+        #: Forward convolutions of few positions, the batch's patch matrices side by side.
+        self.merged: dict[str, Any] = {}
         #: ``burnish.cpu.winograd``'s 3x3 convolutions over BLAS, by dtype.
         self.winograd: dict[str, tuple[Any, int]] = {}
         if not compiler.openmp:
@@ -385,6 +444,11 @@ class NativeConv:
             forward.argtypes = [_P, _P, ctypes.c_int, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64,
                                 _P, _P, _I64]
             forward.restype = ctypes.c_int
+            merged = getattr(library, f"{name}_forward_merged")
+            merged.argtypes = [_P, _P, ctypes.c_int, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64,
+                               _P, _P, _I64]
+            merged.restype = ctypes.c_int
+            self.merged[dtype] = merged
             weight = getattr(library, f"{name}_weight_grad")
             weight.argtypes = [_P, _P, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64, _P,
                                ctypes.c_int, _I64]
@@ -445,10 +509,15 @@ class NativeConv:
         else:
             function, _, gemm = self.entries[out.dtype.name]
             what = "a convolution's patch matrix"
+            m, lines_per_block = weight.shape[1], _lines_per_block(weight.shape[2], words)
+            last = lines_per_block
+            if (lines_per_block >= words[3] * words[4] and batch * groups < MERGE_TASKS
+                    and m >= 2 * MERGE_CHANNELS):
+                # One block per sample and too few of them for the threads.
+                function, last = self.merged[out.dtype.name], min(MERGE_PARTS, m // MERGE_CHANNELS)
             args = (gemm, words.ctypes.data, int(transposed), x.ctypes.data,
                     x.strides[0] // size, x.strides[1] // size, batch, groups, channels,
-                    weight.ctypes.data, weight.shape[1], bias_address, out.ctypes.data,
-                    _lines_per_block(weight.shape[2], words))
+                    weight.ctypes.data, m, bias_address, out.ctypes.data, last)
 
         def run(words: np.ndarray = words, workspace: np.ndarray | None = workspace) -> None:
             # words and the workspace: C reads and writes their memory
