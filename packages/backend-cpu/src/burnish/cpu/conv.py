@@ -395,14 +395,20 @@ def _winograd_takes(words: np.ndarray, batch: int, channels: int, m: int,
 
 def _winograd_blocks(words: np.ndarray, batch: int, groups: int, channels: int, m: int,
                      itemsize: int) -> tuple[int, int]:
-    """Tiles per block (as many as keep a block's 16 transformed patches and products within
-    ``WINOGRAD_BLOCK`` bytes, at least 16) and the parts the output channels are cut into
-    (enough for ``WINOGRAD_TASKS`` tasks, at least 32 channels each): by the shape alone."""
+    """Tiles per block (at most as many as keep a block's 16 transformed patches and products
+    within ``WINOGRAD_BLOCK`` bytes, at least 16) and the parts the output channels are cut
+    into (enough for ``WINOGRAD_TASKS`` tasks, at least 32 channels each), the tasks a
+    multiple of ``WINOGRAD_TASKS`` where there are tiles enough, so that threads finish
+    together: by the shape alone, so the results do not depend on the thread count."""
     tiles = batch * ((int(words[4]) + 1) // 2) * ((int(words[5]) + 1) // 2)
     tile_block = max(16, WINOGRAD_BLOCK // (16 * (channels + m) * itemsize))
     blocks = -(-tiles // tile_block)
     m_parts = max(1, min(m // 32, -(-WINOGRAD_TASKS // (groups * blocks))))
-    return tile_block, m_parts
+    per_block = groups * m_parts
+    even = -(-blocks * per_block // WINOGRAD_TASKS) * WINOGRAD_TASKS // per_block
+    if even * per_block % WINOGRAD_TASKS == 0 and tiles >= 16 * even:
+        blocks = even
+    return -(-tiles // blocks), m_parts
 
 
 def geometry(in_size: tuple[int, ...], out_size: tuple[int, ...], kernel: tuple[int, ...],
