@@ -165,6 +165,8 @@ int NAME(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch, 
         last[t2] = in[2] - 1 - b < 0 ? 0 : (in[2] - 1 - b) / s[2] + 1;                       \
         for (int64_t o = first[t2]; o < last[t2] && o < os[2]; o++) covered[o] = 1;          \
     }                                                                                        \
+    int all_covered = 1;                                                                     \
+    for (int64_t o = 0; o < os[2]; o++) all_covered &= covered[o];                           \
     /* Values alone at stride 2 along contiguous lines (a stem's pooling): each line's      \
        inputs split into even and odd columns once, for taps that reach LINE2 - LINE past. */  \
     int64_t spread = (k[2] - 1) * d[2] / 2 + 1;                                              \
@@ -231,7 +233,7 @@ int NAME(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch, 
             }                                                                                \
             int64_t at = (o0 * os[1] + o1) * os[2] + c;                                      \
             T *o = out + plane * positions + at;                                             \
-            if (!index) /* a window wholly in the padding gives 0 */                         \
+            if (!index && !(seen && all_covered)) /* a window wholly in the padding: 0 */    \
                 for (int64_t j = 0; j < n; j++) o[j] = seen && covered[c + j] ? best[j] : 0; \
             else                                                                             \
                 for (int64_t j = 0; j < n; j++) o[j] = best[j];                              \
