@@ -362,10 +362,13 @@ MERGE_CHANNELS = 32
 #: 3x3 convolutions at unit stride and dilation go through ``burnish.cpu.winograd`` (2.25x
 #: fewer multiply-adds) where both sides have at least ``WINOGRAD_CHANNELS`` channels per group
 #: and the batch has at least ``WINOGRAD_POSITIONS`` output positions: its weights are
-#: transformed on every call (16 values for 9), which fewer positions do not pay back.
+#: transformed on every call (16 values written for 9 read, about 10 ns per kernel on this
+#: memory), which the multiply-adds saved (about 5 per position per kernel) pay back only from
+#: about 100 positions (ResNet's 512-channel 7x7 layers at batch 2, 98, ran as fast either
+#: way; its 14x14 ones at batch 1, 196, 16% faster).
 WINOGRAD = True
 WINOGRAD_CHANNELS = 16
-WINOGRAD_POSITIONS = 256
+WINOGRAD_POSITIONS = 128
 #: Bytes of a Winograd block's transformed patches and products (per thread), about a core's
 #: L2; and the fewest tasks a call is cut into (splitting the output channels if need be).
 WINOGRAD_BLOCK = 1 << 20
