@@ -171,7 +171,7 @@ int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64
     return failed != 0;                                                                      \
 }                                                                                            \
                                                                                              \
-/* forward's result for convolutions with few output positions (a deep layer's 7x7): the     \
+/* forward's result for a batch whose samples are one block each (a deep layer's 7x7): the  \
    patch matrices of the whole batch side by side, [channels * taps, batch * P] per group,    \
    built first (a task per sample and group), then multiplied in parts of the output         \
    channels, so that each BLAS call has batch * P columns and packs only its part of the     \
@@ -435,7 +435,7 @@ class NativeConv:
         self.entries: dict[str, tuple[Any, Any, int]] = {}
         #: The direct kernels of depthwise convolutions (one input channel per group), by dtype.
         self.depthwise: dict[str, Any] = {}
-        #: Forward convolutions of few positions, the batch's patch matrices side by side.
+        #: Forward convolutions of one task (a batch of one, one block), in parts of channels.
         self.merged: dict[str, Any] = {}
         #: ``burnish.cpu.winograd``'s 3x3 convolutions over BLAS, by dtype.
         self.winograd: dict[str, tuple[Any, int]] = {}
