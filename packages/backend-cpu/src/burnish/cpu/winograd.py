@@ -9,12 +9,14 @@ tile of 4 outputs against the direct form's 36, 2.25x fewer. The transforms (add
 halvings only) run in C, the products through single-threaded BLAS calls on burnish's OpenMP
 team (``blas.Gemm``'s function pointers), as the patch-matrix path does.
 
-A task is a block of tiles of one group, numbered over the batch, row by row: its patches are
+The weights are transformed first, on every call (the team shares them: a workspace the caller
+keeps, ``burnish.cpu.conv``'s bound call). Then a task is a block of tiles of one group,
+numbered over the batch, row by row, and a part of its output channels: its patches are
 transformed into a per-thread buffer, multiplied, and transformed back straight into the
-output with the bias, while the block is in the cache. Blocks are cut by the shape alone (the
-same for any thread count), so the result does not depend on how many threads run. Tiles on
-the bottom and right edges (odd output sizes) read zeros past the input and store only the
-outputs that exist.
+output with the bias, while the block is in the cache. Blocks and parts are cut by the shape
+alone (``burnish.cpu.conv._winograd_blocks``: BLAS rounds a block's sums by its width), so
+the result does not depend on how many threads run. Tiles on the bottom and right edges (odd
+output sizes) read zeros past the input and store only the outputs that exist.
 
 Rounding: the transforms add at most 4 terms per stage with weights 1 and 1/2, so each output
 is the exact sum's value within a few float32 ulps of the sum of the terms' magnitudes, as the
