@@ -161,11 +161,14 @@ CASES = [  # (spatial size, kernel, stride, padding, dilation, groups, batch)
 
 @pytest.mark.parametrize("case", CASES, ids=[str(c[:3]) for c in CASES])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("block", [None, 8], ids=["whole", "line-blocks"])
+@pytest.mark.parametrize("block", [None, 8, "merged"], ids=["whole", "line-blocks", "merged"])
 def test_convolutions_and_their_gradients_match_ndarray(case, dtype, block, monkeypatch):
     from burnish.cpu import conv as cpu_conv
 
-    if block is not None:  # a task per output line: many blocks per sample
+    if block == "merged":  # every batch's patch matrices side by side, output channels in parts
+        monkeypatch.setattr(cpu_conv, "MERGE_TASKS", 1 << 30)
+        monkeypatch.setattr(cpu_conv, "MERGE_CHANNELS", 1)
+    elif block is not None:  # a task per output line: many blocks per sample
         monkeypatch.setattr(cpu_conv, "BLOCK", block)
     calls: list[str] = []
     for name in ("bind_forward", "weight_grad"):
@@ -193,6 +196,89 @@ def test_convolutions_and_their_gradients_match_ndarray(case, dtype, block, monk
     assert sorted(calls) == ["bind_forward", "bind_forward", "weight_grad"], calls
 
 
+WINOGRAD_CASES = [  # (batch, channels, out channels, size, padding, groups, layout)
+    (2, 16, 24, (9, 11), (1, 1), 1, "contiguous"),  # odd sizes: edge tiles of 1 row or column
+    (3, 8, 8, (6, 5), (0, 0), 1, "contiguous"),  # no padding, one row of tiles per sample half
+    (1, 6, 4, (7, 8), (2, 1), 2, "contiguous"),  # padding wider than a tile's reach, 2 groups
+    (2, 5, 7, (40, 37), (1, 0), 1, "strided"),  # rows of tiles longer than a vector register
+    (2, 4, 3, (3, 3), (1, 1), 1, "transposed"),  # one tile; the input read through its strides
+    (2, 96, 80, (10, 9), (1, 1), 1, "contiguous"),  # output channels cut into parts
+]
+
+
+@pytest.mark.parametrize("case", WINOGRAD_CASES, ids=[str(c) for c in WINOGRAD_CASES])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("block", [None, 1], ids=["whole", "tiny-blocks"])
+def test_winograd_convolutions_match_float64(gemm, case, dtype, block, monkeypatch):
+    # Every 3x3 convolution at unit stride through the Winograd kernel (whatever its size),
+    # against a float64 reference within the conformance suite's tolerance; tiny blocks: 16
+    # tiles a block, so blocks end in the middle of rows of tiles; a second call (a replay)
+    # gives the same result bit for bit.
+    from burnish.conformance import reference
+    from burnish.cpu import conv as cpu_conv
+
+    monkeypatch.setattr(cpu_conv, "WINOGRAD_CHANNELS", 1)
+    monkeypatch.setattr(cpu_conv, "WINOGRAD_POSITIONS", 1)
+    if block is not None:
+        monkeypatch.setattr(cpu_conv, "WINOGRAD_BLOCK", block)
+    native = NativeConv(Compiler(), gemm)
+    if dtype not in native.winograd:
+        pytest.skip("no Winograd kernel for this BLAS")
+    batch, channels, out_channels, size, padding, groups, layout = case
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-2, 2, (batch, channels, *size)).astype(dtype)
+    if layout == "strided":
+        x = np.repeat(x, 2, axis=3)[..., ::2]
+    elif layout == "transposed":
+        x = np.ascontiguousarray(x.swapaxes(2, 3)).swapaxes(2, 3)
+    w = rng.uniform(-1, 1, (out_channels, channels // groups, 3, 3)).astype(dtype)
+    bias = rng.uniform(-1, 1, out_channels).astype(dtype)
+    out_size = tuple(n + 2 * p - 2 for n, p in zip(size, padding))
+    size_of = x.dtype.itemsize
+    words = cpu_conv.geometry(size, out_size, (3, 3), (1, 1), padding, (1, 1),
+                              tuple(s // size_of for s in x.strides[2:]))
+    assert cpu_conv._winograd_takes(words, batch, channels // groups, out_channels // groups,
+                                    False)
+    matrix = w.reshape(groups, out_channels // groups, -1)
+    options = ((1, 1), padding, (1, 1), groups)
+    expected = reference.conv(x, w, bias, *options)
+    magnitude = reference.conv(np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)),
+                               np.abs(bias.astype(np.float64)), *options)
+    tol = 1e-5 if dtype == "float32" else 1e-13  # the conformance suite's relative tolerances
+    for with_bias in (True, False):
+        out = np.full((batch, out_channels, *out_size), np.nan, dtype)
+        call = native.bind_forward(x, matrix, bias if with_bias else None, out, words, groups,
+                                   False)
+        with gemm.guard:
+            call()
+            first = out.copy()
+            call()
+        np.testing.assert_array_equal(out, first)
+        want = expected if with_bias else expected - bias[:, None, None]
+        assert np.abs(out - want).max() <= 1e-7 + tol * magnitude.max()
+
+
+def test_winograd_takes_only_3x3_unit_stride_convolutions_with_enough_work():
+    from burnish.cpu import conv as cpu_conv
+
+    def words(kernel=(3, 3), stride=(1, 1), dilation=(1, 1), size=(56, 56)):
+        out = tuple((n + 2 - d * (k - 1) - 1) // s + 1
+                    for n, k, s, d in zip(size, kernel, stride, dilation))
+        return cpu_conv.geometry(size, out, kernel, stride, (1, 1), dilation, (size[1], 1))
+
+    assert cpu_conv._winograd_takes(words(), 2, 64, 64, False)
+    assert not cpu_conv._winograd_takes(words(), 2, 64, 64, True)  # transposed
+    assert not cpu_conv._winograd_takes(words(stride=(2, 2)), 2, 64, 64, False)
+    assert not cpu_conv._winograd_takes(words(dilation=(1, 2)), 2, 64, 64, False)
+    assert not cpu_conv._winograd_takes(words(kernel=(3, 1)), 2, 64, 64, False)
+    assert not cpu_conv._winograd_takes(words(kernel=(5, 5)), 2, 64, 64, False)
+    assert not cpu_conv._winograd_takes(words(), 2, 3, 64, False)  # an image's colours
+    assert not cpu_conv._winograd_takes(words(size=(7, 7)), 2, 512, 512, False)  # 98 positions
+    three = cpu_conv.geometry((4, 56, 56), (4, 56, 56), (3, 3, 3), (1, 1, 1), (1, 1, 1),
+                              (1, 1, 1), (3136, 56, 1))
+    assert not cpu_conv._winograd_takes(three, 2, 64, 64, False)  # 3 spatial dims
+
+
 POOLS = [  # (spatial size, kernel, stride, padding, dilation, ceil_mode)
     ((9,), (3,), (2,), (1,), (1,), False),
     ((8, 7), (2, 2), (2, 2), (0, 0), (1, 1), False),
@@ -200,6 +286,8 @@ POOLS = [  # (spatial size, kernel, stride, padding, dilation, ceil_mode)
     ((4, 5, 6), (2, 3, 2), (1, 2, 2), (1, 1, 0), (1, 1, 2), True),
     ((3, 150), (2, 3), (1, 2), (0, 1), (1, 1), False),  # lines past the C kernel's LINE (64)
     ((24, 40), (3, 2), (1, 2), (0, 0), (2, 1), False),  # inside: 400 outputs, two CHUNKs
+    ((9, 10), (3, 3), (2, 2), (1, 1), (1, 1), False),  # ResNet's stem pool: padding, stride 2
+    ((5, 6), (2, 3), (3, 2), (1, 1), (1, 1), True),  # ceil_mode
 ]
 
 
@@ -224,6 +312,12 @@ def test_max_pooling_values_indices_and_gradients_match_ndarray(case, dtype, mon
             weights = rng.standard_normal(y.shape).astype(dtype)
         grads = (y * Tensor.from_data(weights, device=device)).sum().backward()
         results[device] = [y.to_numpy(), index.to_numpy(), tx.grad(grads).to_numpy()]
+    # The values alone (inference: no indices kept, -inf where a window starts).
+    values = burnish.functional.max_pool(Tensor.from_data(x, device="cpu"), kernel,
+                                         stride=stride, padding=padding, dilation=dilation,
+                                         ceil_mode=ceil_mode)
+    results["autodiff+cpu"].append(values.to_numpy())
+    results["autodiff+ndarray"].append(results["autodiff+ndarray"][0])
     for got, expected in zip(results["autodiff+cpu"], results["autodiff+ndarray"]):
         np.testing.assert_array_equal(got, expected)
     assert sorted(set(calls)) == ["backward", "forward"], calls

@@ -90,6 +90,33 @@ def test_a_lone_product_runs_the_generated_kernel(device, monkeypatch):
     assert asked == [(24, 40)]  # the inner backend on its own still offers it to the library
 
 
+def test_a_lone_product_of_few_tiles_takes_the_tuned_path(device, monkeypatch):
+    """A product flushed alone whose tiles are too few to fill the device (a weight gradient:
+    a long inner dim) runs through the product's own tuned path, which may split its inner
+    dim into runs; the fused kernel's one tiling never does."""
+    from burnish.jit import autotune
+    from burnish.jit.kernels import matmul as matmul_kernels
+
+    monkeypatch.setattr(matmul_kernels, "MIN_RUN", 64)
+    chosen = []
+
+    def choose(device_name, key, candidates, run, sync):
+        if not key.startswith("matmul/"):
+            return candidates[0]
+        chosen.append(candidates[-1])
+        return candidates[-1]  # the last one offered splits into runs
+    monkeypatch.setattr(autotune, "choose", choose)
+    runtime = device.backend.inner.runtime(device.native)
+    values, weight = sample((1000, 40), 13), sample((1000, 72), 14)
+    x, w = tensors(device, values, weight)
+    grad = (x * 2.0).transpose(0, 1) @ w  # pending operand: the product is recorded
+    got = grad.to_data().to_numpy()
+    np.testing.assert_allclose(got, 2 * values.T.astype(np.float64) @ weight, rtol=1e-4,
+                               atol=1e-3)
+    assert chosen and chosen[0].endswith(matmul_kernels.RUNS_SUFFIX)
+    assert any(key[0] == "matmul_runs" for key in runtime._kernels)
+
+
 SHAPES = [(7, 5), (5,), (64, 33), (33,), (3,), (1,)]
 SCALARS = {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-3, "step_size": 0.25}
 

@@ -216,7 +216,11 @@ CUDA_PRELUDE = """
 #define __global__
 #define __device__
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 #define __restrict__
+struct float4 { float x, y, z, w; }; struct float2 { float x, y; };
+struct int4 { int x, y, z, w; }; struct int2 { int x, y; };
+struct uint4 { unsigned x, y, z, w; }; struct uint2 { unsigned x, y; };
 #define INFINITY HUGE_VALF
 struct uint3 { unsigned int x, y, z; };
 extern uint3 threadIdx, blockIdx, gridDim;
@@ -363,3 +367,59 @@ def _check_dot4(backend, name: str) -> None:
     got = kernel(Tensor.from_data(words, device=device)).to_numpy()
     expected = (a.astype(np.int64) * b.astype(np.int64)).sum(1)
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_runs_of_workgroup_memory_read_the_words_they_name(jit_device, dtype):
+    """``shared_load_run``: one wide load in OpenCL C and CUDA C, a load per word in WGSL and
+    the cpu backend's C; each run of four and of two reads the words it names, everywhere."""
+    from burnish import Tensor
+    from burnish.jit.custom import Launch, custom_kernel
+
+    def build(k, out, x):
+        t, g = k.local_id(0), k.group_index()
+        tile = k.shared(ir.compute_type(dtype), 256)
+        for j in range(4):
+            k.shared_store(tile, t * 4 + j, x[g * 256 + t * 4 + j])
+        k.barrier()
+        four = [k.let(ir.lift(0, tile.ty), "w", tile.ty) for _ in range(4)]
+        k.shared_load_run(tile, ((t + 1) % 64) * 4, four)
+        two = four[:2]
+        for i, w in enumerate(four):
+            k.store(out, g * 384 + t * 6 + i, w)
+        k.shared_load_run(tile, ((t + 3) % 64) * 4 + 2, two)
+        for i, w in enumerate(two):
+            k.store(out, g * 384 + t * 6 + 4 + i, w)
+
+    @custom_kernel(f"shared_runs_{dtype}", build=build, workgroup=(64, 1, 1))
+    def kernel(x):
+        return Launch((x.dims()[0] // 256 * 384,), x.dtype, groups=x.dims()[0] // 256)
+
+    values = np.arange(512).astype(dtype)
+    got = kernel(Tensor.from_data(values, device=jit_device)).to_numpy().reshape(2, 64, 6)
+    for g in range(2):
+        for t in range(64):
+            four = values[g * 256 + ((t + 1) % 64) * 4:][:4]
+            two = values[g * 256 + ((t + 3) % 64) * 4 + 2:][:2]
+            np.testing.assert_array_equal(got[g, t], np.concatenate([four, two]))
+
+
+def test_runs_of_workgroup_memory_take_two_or_four_words_of_its_type():
+    k = KernelBuilder("bad", (64, 1, 1))
+    tile = k.shared("f32", 64)
+    words = [k.let(ir.lift(0, "f32"), "w", "f32") for _ in range(3)]
+    with pytest.raises(ValueError, match="2 or 4 vars of f32"):
+        k.shared_load_run(tile, 0, words)
+    with pytest.raises(ValueError, match="2 or 4 vars of f32"):
+        k.shared_load_run(tile, 0, [k.let(ir.lift(0, "i32"), "n", "i32")] * 2)
+
+
+def test_opencl_and_cuda_read_runs_of_a_product_tile_at_once():
+    from burnish.jit.kernels import matmul
+
+    kernel = matmul._tiled_kernel(matmul.LARGE_DEFAULT, "float32", 0,
+                                  (False, True, False, True), False)
+    opencl, cuda = OpenCLGenerator().generate(kernel), CudaGenerator().generate(kernel)
+    assert "*(__local const float4*)" in opencl and "aligned(16)" in opencl
+    assert "reinterpret_cast<const float4*>" in cuda and "__align__(16)" in cuda
+    assert "float4" not in WgslGenerator().generate(kernel)

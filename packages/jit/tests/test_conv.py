@@ -130,7 +130,7 @@ def test_implicit_conv_matches_numpy(jit_backend, case, monkeypatch):
 def test_implicit_conv_every_tiling(jit_backend, tiling, case, monkeypatch):
     """Each tile shape (its depth sets how far the loaders' running positions step, and
     whether a step wraps past a whole kernel window) gives the same values."""
-    monkeypatch.setattr(matmul_kernels, "_candidates", lambda m, n: [tiling])
+    monkeypatch.setattr(matmul_kernels, "_candidates", lambda *shape: [tiling])
     _check_implicit(jit_backend, case, monkeypatch)
 
 
@@ -184,7 +184,7 @@ def test_implicit_weight_grad_splits_long_inner_dims(jit_backend, monkeypatch):
     device = jit_backend.default_device()
     rng = np.random.default_rng(2)
     x, g = _integers(rng, (3, 16, 13, 11)), _integers(rng, (3, 32, 13, 11))
-    monkeypatch.setattr(conv_kernels, "MIN_RUN", 64)
+    monkeypatch.setattr(matmul_kernels, "MIN_RUN", 64)
     monkeypatch.setenv("BURNISH_AUTOTUNE", "0")
     xt, gt = Tensor.from_numpy(x, device), Tensor.from_numpy(g, device)
     got = jit_backend.conv_weight_grad(xt.primitive, gt.primitive, (3, 3), (1, 1), (1, 1),
@@ -210,7 +210,7 @@ def test_half_weight_grad_rounds_once(jit_backend, monkeypatch):
     assert per_channel.reshape(4, 64).sum(axis=1).tolist() == [2049, -2047, 2049, -2047]
     g = np.broadcast_to(per_channel.reshape(16, 16), (1, 16, 16, 16)).astype(np.float16)
     x = np.ones((1, 16, 16, 16), np.float16)
-    monkeypatch.setattr(conv_kernels, "MIN_RUN", 64)
+    monkeypatch.setattr(matmul_kernels, "MIN_RUN", 64)
     monkeypatch.setenv("BURNISH_AUTOTUNE", "0")
     try:
         xt, gt = Tensor.from_numpy(x, device), Tensor.from_numpy(g, device)

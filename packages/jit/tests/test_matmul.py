@@ -123,6 +123,75 @@ def test_the_split_kernel_with_batches_and_other_dtypes(jit_backend, dtype):
         np.testing.assert_allclose(out.astype(np.float64), expected, rtol=2e-2, atol=0.5)
 
 
+RUNS = [matmul_kernels.LARGE_DEFAULT.name + matmul_kernels.RUNS_SUFFIX,
+        matmul_kernels.TILINGS[0].name + matmul_kernels.RUNS_SUFFIX]
+
+
+@pytest.fixture
+def in_runs(request, monkeypatch):
+    """Force the tiling ``request.param``, which splits the inner dim, after checking that
+    the product offers it (a short ``MIN_RUN`` lets small products split)."""
+    monkeypatch.setattr(matmul_kernels, "MIN_RUN", 64)
+
+    def choose(device, key, candidates, run, sync):
+        if not key.startswith("matmul/"):
+            return candidates[0]  # the reduction adding the runs up
+        assert request.param in candidates, candidates
+        return request.param
+    monkeypatch.setattr(autotune, "choose", choose)
+    return request.param
+
+
+@pytest.mark.parametrize("in_runs", RUNS, indirect=True)
+@pytest.mark.parametrize("layout", ["plain", "lhs_transposed", "rhs_transposed", "both"])
+def test_few_tiles_sum_their_inner_dim_in_runs(jit_backend, in_runs, layout):
+    # 1000 = runs of 80 (or 64) and a short last one; the row and column counts cut tiles.
+    m, k, n = 40, 1000, 150
+    tiling = matmul_kernels._BY_NAME[in_runs.removesuffix(matmul_kernels.RUNS_SUFFIX)]
+    tiles = -(-m // tiling.tm) * -(-n // tiling.tn)
+    runs, length = matmul_kernels._runs(tiles, k, tiling.tk)
+    assert runs > 2 and k % length
+    device = jit_backend.default_device()
+    rng = np.random.default_rng(5)
+    a = rng.integers(-20, 20, (m, k)).astype(np.int32)
+    b = rng.integers(-20, 20, (k, n)).astype(np.int32)
+    x = (Tensor.from_numpy(np.ascontiguousarray(a.T), device).T
+         if layout in ("lhs_transposed", "both") else Tensor.from_numpy(a, device))
+    y = (Tensor.from_numpy(np.ascontiguousarray(b.T), device).T
+         if layout in ("rhs_transposed", "both") else Tensor.from_numpy(b, device))
+    np.testing.assert_array_equal((x @ y).to_numpy(), a.astype(np.int64) @ b)
+
+
+@pytest.mark.parametrize("in_runs", RUNS[:1], indirect=True)
+def test_runs_of_broadcast_batches(jit_backend, in_runs):
+    device = jit_backend.default_device()
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((2, 1, 40, 700)).astype(np.float32)
+    b = rng.standard_normal((3, 700, 30)).astype(np.float32)
+    y = Tensor.from_numpy(b[:1], device).expand((3, 700, 30))
+    out = (Tensor.from_numpy(a, device) @ y).to_numpy()
+    expected = a.astype(np.float64) @ np.broadcast_to(b[:1], (3, 700, 30))
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4 * np.sqrt(700))
+
+
+@pytest.mark.parametrize("in_runs", RUNS[:1], indirect=True)
+def test_half_float_runs_round_once(jit_backend, in_runs, monkeypatch):
+    """Runs of a half-float product are summed in float32 and rounded once: a row summing to
+    +2049 over its first run of 512 and -2047 over its second (2049 is no float16) gives
+    exactly 2, where runs rounded to float16 first (2048 and -2048) would give 0."""
+    device = jit_backend.default_device()
+    if float16 not in jit_backend.dtypes(device):
+        pytest.skip(f"float16 is not available on {device}")
+    monkeypatch.setattr(matmul_kernels, "MIN_RUN", 512)
+    row = np.concatenate([np.full(512, 4.0), np.full(512, -4.0)])
+    row[:2], row[512:514] = 4.5, -3.5
+    assert row[:512].sum() == 2049 and row[512:].sum() == -2047
+    a = np.broadcast_to(row.astype(np.float16), (32, 1024)).copy()
+    b = np.ones((1024, 32), np.float16)
+    out = (Tensor.from_numpy(a, device) @ Tensor.from_numpy(b, device)).to_numpy()
+    np.testing.assert_array_equal(out, np.full((32, 32), 2.0, np.float16))
+
+
 class _FakeOperand:
     """Just what ``Layout`` reads of an operand: a plain float32 layout of ``shape``."""
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from burnish.cpu import winograd
 from burnish.jit.codegen.cpu import PARALLEL_HEADER
 
 SOURCE = PARALLEL_HEADER + r"""
@@ -46,14 +47,15 @@ static inline int burnish_coord(int64_t o, int64_t t, int64_t in, int64_t s, int
 }
 
 /* Patch rows of channels [0, channels) of one sample and group, for output lines [l0, l1)
-   (a line: the positions along the last dim): cols is [channels * taps, (l1 - l0) * out2],
-   pad where a tap falls outside the input. */
-#define ROWS(NAME, T)                                                                        \
+   (a line: the positions along the last dim): cols is [channels * taps, (l1 - l0) * out2]
+   (its rows ld apart, where ld is not 0), pad where a tap falls outside the input. */
+#define ROWS(NAME, T)                                                                         \
 static void NAME##_rows(const T *x, int64_t xsc, const int64_t *g, int transposed,           \
-                        int64_t channels, int64_t l0, int64_t l1, T pad, T *cols) {          \
-    const int64_t *in = g, *out = g + 3, *k = g + 6, *s = g + 9, *p = g + 12, *d = g + 15;   \
+                        int64_t channels, int64_t l0, int64_t l1, T pad, T *cols,            \
+                        int64_t ld) {                                                        \
+    const int64_t *in = g, *out = g + 3, *k = g + 6, *s = g + 9, *p = g + 12, *d = g + 15;    \
     const int64_t *xs = g + 18;                                                              \
-    int64_t width = (l1 - l0) * out[2], taps = k[0] * k[1] * k[2];                           \
+    int64_t width = ld ? ld : (l1 - l0) * out[2], taps = k[0] * k[1] * k[2];                 \
     int line = !transposed || s[2] == 1;                                                     \
     int64_t a = transposed ? 1 : s[2];                                                       \
     for (int64_t c = 0; c < channels; c++)                                                   \
@@ -119,7 +121,7 @@ static void burnish_patches_planes(void *context, int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; plane++)
         burnish_u8_rows(a->x + (plane / a->channels) * a->xsb + (plane % a->channels) * a->xsc,
                         a->xsc, a->g, 0, 1, 0, a->lines, a->pad,
-                        a->cols + plane * a->taps * a->positions);
+                        a->cols + plane * a->taps * a->positions, 0);
 }
 
 void burnish_patches_u8(const int64_t *g, const uint8_t *x, int64_t xsb, int64_t xsc,
@@ -171,7 +173,7 @@ static void NAME##_forward_tasks(void *context, int64_t begin, int64_t end) {   
         int64_t width = (l1 - l0) * g[5];                                                    \
         const T *xg = a->x + n * a->xsb + gi * channels * xsc;                               \
         if (!pointwise)                                                                      \
-            ROWS_OF##_rows(xg, xsc, g, a->transposed, channels, l0, l1, (T)0, cols);         \
+            ROWS_OF##_rows(xg, xsc, g, a->transposed, channels, l0, l1, (T)0, cols, 0);      \
         T *o = a->out + plane * m * positions + l0 * g[5];                                   \
         a->gemm(101, 111, 111, (I)m, (I)width, (I)inner, (T)1, a->w + gi * m * inner,        \
                 (I)inner, pointwise ? xg + l0 * g[5] : cols, pointwise ? (I)xsc : (I)width,  \
@@ -232,7 +234,7 @@ static void NAME##_weight_grad_parts(void *context, int64_t begin, int64_t end) 
             int64_t l1 = l0 + lines_per_block < lines ? l0 + lines_per_block : lines;        \
             int64_t width = (l1 - l0) * g[5];                                                \
             ROWS_OF##_rows(a->x + n * a->xsb + gi * channels * xsc, xsc, g, 0, channels, l0, \
-                           l1, (T)0, cols);                                                  \
+                           l1, (T)0, cols, 0);                                               \
             a->gemm(101, 111, 112, (I)m, (I)inner, (I)width, (T)1,                           \
                     a->grad + plane * m * positions + l0 * g[5], (I)positions, cols,         \
                     (I)width, (T)1, sum + gi * m * inner, (I)inner);                         \
@@ -240,6 +242,79 @@ static void NAME##_weight_grad_parts(void *context, int64_t begin, int64_t end) 
         free(cols);                                                                          \
         a->sums[part] = sum;                                                                 \
     }                                                                                        \
+}                                                                                            \
+                                                                                             \
+/* forward_merged's arguments, shared by the ranges of its two loops. */                   \
+struct NAME##_merged_args {                                                                  \
+    NAME##_gemm gemm;                                                                        \
+    const int64_t *g;                                                                        \
+    int transposed;                                                                          \
+    const T *x, *w, *bias;                                                                   \
+    int64_t xsb, xsc, batch, groups, channels, m, m_parts, positions, inner, lines, width;   \
+    T *cols, *prod, *out;                                                                    \
+};                                                                                           \
+                                                                                             \
+/* Planes (sample, group) [begin, end): their patch rows, side by side in cols. */           \
+static void NAME##_merged_rows(void *context, int64_t begin, int64_t end) {                  \
+    const struct NAME##_merged_args *a = context;                                            \
+    int64_t groups = a->groups, channels = a->channels, width = a->width;                    \
+    for (int64_t plane = begin; plane < end; plane++) {                                      \
+        int64_t n = plane / groups, gi = plane % groups;                                     \
+        ROWS_OF##_rows(a->x + n * a->xsb + gi * channels * a->xsc, a->xsc, a->g,             \
+                       a->transposed, channels, 0, a->lines, (T)0,                           \
+                       a->cols + gi * a->inner * width + n * a->positions, width);           \
+    }                                                                                        \
+}                                                                                            \
+                                                                                             \
+/* Tasks (group, part of the output channels) [begin, end): a product each, its rows then    \
+   copied to out with the bias. */                                                           \
+static void NAME##_merged_products(void *context, int64_t begin, int64_t end) {              \
+    const struct NAME##_merged_args *a = context;                                            \
+    int64_t m = a->m, m_parts = a->m_parts, inner = a->inner, width = a->width;              \
+    int64_t positions = a->positions, batch = a->batch, groups = a->groups;                  \
+    for (int64_t task = begin; task < end; task++) {                                         \
+        int64_t gi = task / m_parts, part = task % m_parts;                                  \
+        int64_t m0 = m * part / m_parts, m1 = m * (part + 1) / m_parts;                      \
+        T *pg = a->prod + (gi * m + m0) * width;                                             \
+        a->gemm(101, 111, 111, (I)(m1 - m0), (I)width, (I)inner, (T)1,                       \
+                a->w + (gi * m + m0) * inner, (I)inner, a->cols + gi * inner * width,        \
+                (I)width, (T)0, pg, (I)width);                                               \
+        for (int64_t r = m0; r < m1; r++) {                                                  \
+            T start = a->bias ? a->bias[gi * m + r] : (T)0;                                  \
+            for (int64_t n = 0; n < batch; n++) {                                            \
+                const T *src = pg + (r - m0) * width + n * positions;                        \
+                T *o = a->out + (n * groups * m + gi * m + r) * positions;                   \
+                for (int64_t q = 0; q < positions; q++) o[q] = src[q] + start;               \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+}                                                                                            \
+                                                                                             \
+/* forward's result for a batch whose samples are one block each (a deep layer's 7x7): the  \
+   patch matrices of the whole batch side by side, [channels * taps, batch * P] per group,    \
+   built first (a range of samples and groups per part), then multiplied in parts of the     \
+   output channels, one part a range, so that each BLAS call has batch * P columns and packs \
+   only its part of the weights, and a batch of one still has m_parts tasks; each part's     \
+   rows then go to out with the bias. Each task writes rows of its own: the result does not  \
+   depend on which thread ran it. */                                                         \
+int NAME##_forward_merged(void *fn, const int64_t *g, int transposed, const T *x,            \
+                          int64_t xsb, int64_t xsc, int64_t batch, int64_t groups,           \
+                          int64_t channels, const T *w, int64_t m, const T *bias, T *out,    \
+                          int64_t m_parts) {                                                 \
+    int64_t positions = g[3] * g[4] * g[5], inner = channels * g[6] * g[7] * g[8];           \
+    int64_t lines = g[3] * g[4], width = batch * positions;                                  \
+    int64_t macs = batch * groups * m * inner * positions;                                   \
+    T *cols = malloc(sizeof(T) * groups * (inner + m) * width);                              \
+    if (!cols) return 1;                                                                     \
+    struct NAME##_merged_args a = {(NAME##_gemm)fn, g, transposed, x, w, bias, xsb, xsc,     \
+                                   batch, groups, channels, m, m_parts, positions, inner,    \
+                                   lines, width, cols, cols + groups * inner * width, out};  \
+    int parallel = macs >= PARALLEL_MACS;                                                    \
+    int64_t planes = batch * groups, tasks = groups * m_parts;                               \
+    burnish_parallel(NAME##_merged_rows, &a, planes, parallel ? planes : 1);                 \
+    burnish_parallel(NAME##_merged_products, &a, tasks, parallel ? tasks : 1);               \
+    free(cols);                                                                              \
+    return 0;                                                                                \
 }                                                                                            \
                                                                                              \
 /* out[g] (+)= sum over n of grad[n, g] x patches(x[n, g])^T; out contiguous [groups, m,     \
@@ -387,6 +462,30 @@ CONV(burnish_conv_f64_i32, burnish_f64, double, int32_t)
 #: Patch-matrix elements per block (per thread): 2^18 float32 is 1 MiB, about a core's L2.
 BLOCK = 1 << 18
 
+#: Forward convolutions whose samples are one block each and fewer than ``MERGE_TASKS`` (a
+#: deep layer's 7x7 on a batch of one: one task, one thread) put the batch's patch matrices
+#: side by side and multiply them in ``MERGE_PARTS`` parts of the output channels (at least
+#: ``MERGE_CHANNELS`` each), so that every thread has work. (A batch of two, two tasks, was
+#: no faster merged: bench/RESULTS.md.)
+MERGE_TASKS = 2
+MERGE_PARTS = 2
+MERGE_CHANNELS = 32
+
+#: 3x3 convolutions at unit stride and dilation go through ``burnish.cpu.winograd`` (2.25x
+#: fewer multiply-adds) where both sides have at least ``WINOGRAD_CHANNELS`` channels per group
+#: and the batch has at least ``WINOGRAD_POSITIONS`` output positions: its weights are
+#: transformed on every call (16 values written for 9 read, about 10 ns per kernel on this
+#: memory), which the multiply-adds saved (about 5 per position per kernel) pay back only from
+#: about 100 positions (ResNet's 512-channel 7x7 layers at batch 2, 98, ran as fast either
+#: way; its 14x14 ones at batch 1, 196, 16% faster).
+WINOGRAD = True
+WINOGRAD_CHANNELS = 16
+WINOGRAD_POSITIONS = 128
+#: Bytes of a Winograd block's transformed patches and products (per thread), about a core's
+#: L2; and the fewest tasks a call is cut into (splitting the output channels if need be).
+WINOGRAD_BLOCK = 1 << 20
+WINOGRAD_TASKS = 8
+
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
 
@@ -395,6 +494,36 @@ def _lines_per_block(inner: int, words: np.ndarray) -> int:
     """Output lines (positions along the last dim) per block: as many as keep a block's patch
     rows (``inner`` of them) within ``BLOCK`` elements, at least one."""
     return max(1, BLOCK // max(1, inner * int(words[5])))
+
+
+def _winograd_takes(words: np.ndarray, batch: int, channels: int, m: int,
+                    transposed: bool) -> bool:
+    """Whether a convolution goes through ``burnish.cpu.winograd``: 2 spatial dims (the
+    first of the three geometry dims 1), a 3x3 kernel, unit strides and dilation, not
+    transposed, enough channels and positions (``WINOGRAD_CHANNELS``, ``WINOGRAD_POSITIONS``)."""
+    return (WINOGRAD and not transposed and words[0] == 1 and words[6] == 1
+            and words[7] == 3 and words[8] == 3 and words[10] == 1 and words[11] == 1
+            and words[16] == 1 and words[17] == 1 and channels >= WINOGRAD_CHANNELS
+            and m >= WINOGRAD_CHANNELS
+            and batch * int(words[4]) * int(words[5]) >= WINOGRAD_POSITIONS)
+
+
+def _winograd_blocks(words: np.ndarray, batch: int, groups: int, channels: int, m: int,
+                     itemsize: int) -> tuple[int, int]:
+    """Tiles per block (at most as many as keep a block's 16 transformed patches and products
+    within ``WINOGRAD_BLOCK`` bytes, at least 16) and the parts the output channels are cut
+    into (enough for ``WINOGRAD_TASKS`` tasks, at least 32 channels each), the tasks a
+    multiple of ``WINOGRAD_TASKS`` where there are tiles enough, so that threads finish
+    together: by the shape alone, so the results do not depend on the thread count."""
+    tiles = batch * ((int(words[4]) + 1) // 2) * ((int(words[5]) + 1) // 2)
+    tile_block = max(16, WINOGRAD_BLOCK // (16 * (channels + m) * itemsize))
+    blocks = -(-tiles // tile_block)
+    m_parts = max(1, min(m // 32, -(-WINOGRAD_TASKS // (groups * blocks))))
+    per_block = groups * m_parts
+    even = -(-blocks * per_block // WINOGRAD_TASKS) * WINOGRAD_TASKS // per_block
+    if even * per_block % WINOGRAD_TASKS == 0 and tiles >= 16 * even:
+        blocks = even
+    return -(-tiles // blocks), m_parts
 
 
 def geometry(in_size: tuple[int, ...], out_size: tuple[int, ...], kernel: tuple[int, ...],
@@ -418,7 +547,12 @@ class NativeConv:
         self.entries: dict[str, tuple[Any, Any, int]] = {}
         #: The direct kernels of depthwise convolutions (one input channel per group), by dtype.
         self.depthwise: dict[str, Any] = {}
+        #: Forward convolutions of one task (a batch of one, one block), in parts of channels.
+        self.merged: dict[str, Any] = {}
+        #: ``burnish.cpu.winograd``'s 3x3 convolutions over BLAS, by dtype.
+        self.winograd: dict[str, tuple[Any, int]] = {}
         library = compiler.build(SOURCE)
+        minimal = compiler.build(winograd.SOURCE)
         self.patches = library.burnish_patches_u8
         self.patches.argtypes = [_P, _P, _I64, _I64, _I64, _I64, ctypes.c_uint8, _P]
         self.patches.restype = None
@@ -429,24 +563,36 @@ class NativeConv:
             forward.argtypes = [_P, _P, ctypes.c_int, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64,
                                 _P, _P, _I64]
             forward.restype = ctypes.c_int
+            merged = getattr(library, f"{name}_forward_merged")
+            merged.argtypes = [_P, _P, ctypes.c_int, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64,
+                               _P, _P, _I64]
+            merged.restype = ctypes.c_int
+            self.merged[dtype] = merged
             weight = getattr(library, f"{name}_weight_grad")
             weight.argtypes = [_P, _P, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64, _P,
                                ctypes.c_int, _I64]
             weight.restype = ctypes.c_int
             self.entries[dtype] = (forward, weight, address)
+            function = getattr(minimal, f"{name}_winograd")
+            function.argtypes = [_P, _P, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64, _P, _P, _I64,
+                                 _I64, _P]
+            function.restype = ctypes.c_int
+            self.winograd[dtype] = (function, address)
         for dtype, suffix in (("float32", "f32"), ("float64", "f64")):
             depthwise = getattr(library, f"burnish_conv_{suffix}_depthwise")
             depthwise.argtypes = [_P, _P, _I64, _I64, _I64, _I64, _P, _I64, _P, _P]
             depthwise.restype = ctypes.c_int
             self.depthwise[dtype] = depthwise
         self.library = library  # kept loaded while the entries may run
+        self.minimal = minimal
 
     def forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                 out: np.ndarray, words: np.ndarray, groups: int, transposed: bool) -> None:
         """``out`` ``[batch, groups * m, *out_size]`` (contiguous) = ``weight`` ``[groups, m,
         channels * taps]`` (contiguous) times the patches of ``x`` (any strides). Depthwise
         convolutions of 1 or 2 spatial dims (one input channel per group, not transposed) sum
-        their taps directly."""
+        their taps directly; 3x3 ones at unit stride with enough channels and positions go
+        through ``burnish.cpu.winograd``."""
         self.bind_forward(x, weight, bias, out, words, groups, transposed)()
 
     def bind_forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
@@ -460,6 +606,7 @@ class NativeConv:
         depthwise = self.depthwise.get(out.dtype.name)
         function: Any
         args: tuple[Any, ...]
+        workspace: np.ndarray | None = None
         # 1 and 2 spatial dims: the first of the three geometry dims is 1 in size and kernel.
         if (channels == 1 and not transposed and depthwise is not None and words[0] == 1
                 and words[6] == 1):
@@ -467,15 +614,32 @@ class NativeConv:
             args = (words.ctypes.data, x.ctypes.data, x.strides[0] // size,
                     x.strides[1] // size, batch, groups, weight.ctypes.data, weight.shape[1],
                     bias_address, out.ctypes.data)
+        elif (out.dtype.name in self.winograd
+              and _winograd_takes(words, batch, channels, weight.shape[1], transposed)):
+            function, gemm = self.winograd[out.dtype.name]
+            what = "a Winograd convolution's transformed tiles"
+            m = weight.shape[1]
+            # The transformed weights: 16 matrices [m, channels] per group, a cache line apart.
+            workspace = np.empty(groups * 16 * (m * channels + 64 // size), out.dtype)
+            tile_block, m_parts = _winograd_blocks(words, batch, groups, channels, m, size)
+            args = (gemm, words.ctypes.data, x.ctypes.data, x.strides[0] // size,
+                    x.strides[1] // size, batch, groups, channels, weight.ctypes.data, m,
+                    bias_address, out.ctypes.data, tile_block, m_parts, workspace.ctypes.data)
         else:
             function, _, gemm = self.entries[out.dtype.name]
             what = "a convolution's patch matrix"
+            m, lines_per_block = weight.shape[1], _lines_per_block(weight.shape[2], words)
+            last = lines_per_block
+            if (lines_per_block >= words[3] * words[4] and batch * groups < MERGE_TASKS
+                    and m >= 2 * MERGE_CHANNELS):
+                # One block per sample and too few of them for the threads.
+                function, last = self.merged[out.dtype.name], min(MERGE_PARTS, m // MERGE_CHANNELS)
             args = (gemm, words.ctypes.data, int(transposed), x.ctypes.data,
                     x.strides[0] // size, x.strides[1] // size, batch, groups, channels,
-                    weight.ctypes.data, weight.shape[1], bias_address, out.ctypes.data,
-                    _lines_per_block(weight.shape[2], words))
+                    weight.ctypes.data, m, bias_address, out.ctypes.data, last)
 
-        def run(words: np.ndarray = words) -> None:  # words: C reads its memory
+        def run(words: np.ndarray = words, workspace: np.ndarray | None = workspace) -> None:
+            # words and the workspace: C reads and writes their memory
             if function(*args):
                 raise MemoryError(f"cpu backend: no memory for {what}")
 

@@ -9,7 +9,10 @@ arithmetic and mispredicted branches. Where no window reaches the padding or pas
 (a 7-wide line fills no AVX-512 vector), and each tap gathers through a table of the outputs'
 offsets made once per call; otherwise a line of outputs at a time, with the outputs whose tap
 falls in the padding left out. Indices are kept in 32 bits while a chunk is worked on
-(``NativePool.max_plane`` elements a plane at most), written out as int64.
+(``NativePool.max_plane`` elements a plane at most), written out as int64. Without indices
+(inference), at stride 2 along contiguous lines (ResNet's stem pooling), each input line is
+split once into its even and odd columns, -inf past its ends, so that every tap is a
+contiguous run of compares and selects instead of a strided one with index bookkeeping.
 
 The backward pass (the protocol's ``max_pool_backward``) writes each plane of the input's
 gradient once: zeros, then each output's gradient added at its max's index, while the plane is
@@ -27,6 +30,7 @@ import numpy as np
 from burnish.jit.codegen.cpu import PARALLEL_HEADER
 
 SOURCE = PARALLEL_HEADER + r"""
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +39,7 @@ SOURCE = PARALLEL_HEADER + r"""
    first one, a NaN over any number, the last NaN; a window wholly in the padding gives 0 at
    index 0). g: burnish.cpu.conv.geometry's words. */
 #define LINE 64
+#define LINE2 (LINE + 16)
 #define CHUNK 256
 
 #define MAX_POOL(NAME, T, U)                                                                   \
@@ -55,6 +60,17 @@ static inline void NAME##_tap(const T *restrict row, int64_t stride, int64_t ste
         memcpy(&best[o - c], &vb, sizeof vb);                                                \
         int32_t pick = -take;                                                                \
         where[o - c] = ((flat + (int32_t)i) & pick) | (where[o - c] & ~pick);               \
+    }                                                                                        \
+}                                                                                            \
+                                                                                             \
+/* The same without indices (the forward pass of inference): best starts as -inf, a NaN    \
+   wins and stays. */                                                                        \
+static inline void NAME##_tap_value(const T *restrict row, int64_t stride, int64_t step,     \
+                                    int64_t b, int64_t c, int64_t lo, int64_t hi,            \
+                                    T *restrict best) {                                      \
+    for (int64_t o = lo; o < hi; o++) {                                                      \
+        T v = row[(o * step + b) * stride], m = best[o - c];                                 \
+        best[o - c] = (v > m) | (v != v) ? v : m;                                            \
     }                                                                                        \
 }                                                                                            \
                                                                                              \
@@ -88,6 +104,9 @@ struct NAME##_args {                                                            
     int64_t *index;                                                                          \
     int32_t *at, *flat;                                                                      \
     int64_t *first, *last;                                                                   \
+    const char *covered; /* the general case's: whether any tap of a line reads output o's */ \
+    int64_t spread;                                                                          \
+    int all_covered, split;                                                                  \
 };                                                                                           \
                                                                                              \
 /* Planes [begin, end) of NAME##_inside. */                                                  \
@@ -159,17 +178,21 @@ static void NAME##_line_planes(void *context, int64_t begin, int64_t end) {     
     int64_t channels = a->channels;                                                          \
     const T *x = a->x;                                                                       \
     T *out = a->out;                                                                         \
-    int64_t *index = a->index, *first = a->first, *last = a->last;                           \
+    int64_t *index = a->index, *first = a->first, *last = a->last;                          \
+    const char *covered = a->covered;                                                        \
+    int64_t spread = a->spread;                                                              \
+    int all_covered = a->all_covered, split = a->split;                                      \
     for (int64_t plane = begin; plane < end; plane++) {                                      \
         const T *xp = x + (plane / channels) * xsb + (plane % channels) * xsc;              \
-        T best[LINE];                                                                        \
+        T best[LINE], half[2 * LINE2];                                                       \
         int32_t where[LINE];                                                                 \
         for (int64_t o0 = 0; o0 < os[0]; o0++)                                               \
         for (int64_t o1 = 0; o1 < os[1]; o1++)                                               \
         for (int64_t c = 0; c < os[2]; c += LINE) {                                          \
             int64_t n = os[2] - c < LINE ? os[2] - c : LINE;                                 \
+            int seen = 0; /* without indices: whether any tap of the row is inside */         \
             for (int64_t j = 0; j < n; j++) {                                                \
-                best[j] = 0;                                                                 \
+                best[j] = index ? (T)0 : -(T)INFINITY;                                       \
                 where[j] = -1;                                                               \
             }                                                                                \
             for (int64_t t0 = 0; t0 < k[0]; t0++) {                                          \
@@ -180,11 +203,36 @@ static void NAME##_line_planes(void *context, int64_t begin, int64_t end) {     
                     if (q1 < 0 || q1 >= in[1]) continue;                                     \
                     const T *row = xp + q0 * xs[0] + q1 * xs[1];                             \
                     int64_t flat = (q0 * in[1] + q1) * in[2];                                \
+                    if (split) { /* the line's inputs from 2c - p2 on, -inf past its ends, as \
+                                    even and odd columns: each tap a contiguous run */       \
+                        for (int r = 0; r < 2; r++) {                                        \
+                            /* j reads column 2 (c + j) + r - p2: inside for j in [jlo, jhi) */ \
+                            int64_t base = 2 * c + r - p[2], jlo = base >= 0 ? 0 : (1 - base) / 2; \
+                            int64_t jhi = in[2] - base <= 0 ? 0 : (in[2] - base + 1) / 2;    \
+                            T *restrict hr = half + r * LINE2;                               \
+                            if (jhi > n + spread) jhi = n + spread;                          \
+                            if (jlo > jhi) jlo = jhi;                                        \
+                            for (int64_t j = 0; j < jlo; j++) hr[j] = -(T)INFINITY;          \
+                            for (int64_t j = jlo; j < jhi; j++) hr[j] = row[2 * j + base];   \
+                            for (int64_t j = jhi; j < n + spread; j++) hr[j] = -(T)INFINITY; \
+                        }                                                                    \
+                    }                                                                        \
                     for (int64_t t2 = 0; t2 < k[2]; t2++) {                                  \
                         int64_t b = t2 * d[2] - p[2];                                        \
                         int64_t lo = first[t2] > c ? first[t2] : c;                          \
                         int64_t hi = last[t2] < c + n ? last[t2] : c + n;                    \
-                        if (xs[2] == 1 && s[2] == 2)                                         \
+                        if (!index) {                                                        \
+                            seen = 1;                                                        \
+                            if (split) { /* tap t2 reads half[t2 * d2 % 2] at t2 * d2 / 2 */ \
+                                const T *h = half + (t2 * d[2] % 2) * LINE2 + t2 * d[2] / 2; \
+                                for (int64_t j = 0; j < n; j++) {                            \
+                                    T v = h[j], m = best[j];                                 \
+                                    best[j] = (v > m) | (v != v) ? v : m;                    \
+                                }                                                            \
+                            } else {                                                         \
+                                NAME##_tap_value(row, xs[2], s[2], b, c, lo, hi, best);      \
+                            }                                                                \
+                        } else if (xs[2] == 1 && s[2] == 2)                                  \
                             NAME##_tap(row, 1, 2, b, flat, c, lo, hi, best, where);          \
                         else if (xs[2] == 1)                                                 \
                             NAME##_tap(row, 1, s[2], b, flat, c, lo, hi, best, where);       \
@@ -195,7 +243,10 @@ static void NAME##_line_planes(void *context, int64_t begin, int64_t end) {     
             }                                                                                \
             int64_t at = (o0 * os[1] + o1) * os[2] + c;                                      \
             T *o = out + plane * positions + at;                                             \
-            for (int64_t j = 0; j < n; j++) o[j] = best[j];                                  \
+            if (!index && !(seen && all_covered)) /* a window wholly in the padding: 0 */    \
+                for (int64_t j = 0; j < n; j++) o[j] = seen && covered[c + j] ? best[j] : 0; \
+            else                                                                             \
+                for (int64_t j = 0; j < n; j++) o[j] = best[j];                              \
             if (index) {                                                                     \
                 int64_t *w = index + plane * positions + at;                                 \
                 for (int64_t j = 0; j < n; j++) w[j] = where[j] < 0 ? 0 : where[j];          \
@@ -219,14 +270,24 @@ int NAME(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch, 
         return NAME##_inside(g, x, xsb, xsc, planes, channels, out, index, work);            \
     /* Per tap of the last dim, the outputs [first, last) that read inside the line:         \
        o * s + b in [0, in) (divisions worked out once, not per line). */                    \
-    int64_t *first = malloc(sizeof(int64_t) * 2 * k[2]), *last = first + k[2];              \
+    int64_t *first = malloc(sizeof(int64_t) * 2 * k[2] + os[2]), *last = first + k[2];      \
     if (!first) return 1;                                                                    \
+    char *covered = (char *)(last + k[2]); /* whether any tap of the line reads output o's */ \
+    memset(covered, 0, os[2]);                                                               \
     for (int64_t t2 = 0; t2 < k[2]; t2++) {                                                  \
         int64_t b = t2 * d[2] - p[2];                                                        \
         first[t2] = b >= 0 ? 0 : (-b + s[2] - 1) / s[2];                                     \
         last[t2] = in[2] - 1 - b < 0 ? 0 : (in[2] - 1 - b) / s[2] + 1;                       \
+        for (int64_t o = first[t2]; o < last[t2] && o < os[2]; o++) covered[o] = 1;          \
     }                                                                                        \
-    struct NAME##_args a = {g, x, xsb, xsc, channels, out, index, NULL, NULL, first, last};  \
+    int all_covered = 1;                                                                     \
+    for (int64_t o = 0; o < os[2]; o++) all_covered &= covered[o];                           \
+    /* Values alone at stride 2 along contiguous lines (a stem's pooling): each line's      \
+       inputs split into even and odd columns once, for taps that reach LINE2 - LINE past. */  \
+    int64_t spread = (k[2] - 1) * d[2] / 2 + 1;                                              \
+    int split = !index && xs[2] == 1 && s[2] == 2 && spread <= LINE2 - LINE;                 \
+    struct NAME##_args a = {g, x, xsb, xsc, channels, out, index, NULL, NULL, first, last,  \
+                            covered, spread, all_covered, split};                            \
     burnish_parallel(NAME##_line_planes, &a, planes, burnish_parts(work >= 65536));          \
     free(first);                                                                             \
     return 0;                                                                                \

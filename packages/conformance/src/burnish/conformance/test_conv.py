@@ -71,6 +71,12 @@ CASES = [
     Conv((5, 5, 5), (3, 3, 3), stride=2, padding=1, bias=False),
     Conv((6, 4, 5), (2, 2, 3), in_channels=4, out_channels=2, groups=2, dilation=(2, 1, 1),
          padding=(1, 1, 0)),
+    # 3x3 at unit stride with a few hundred output positions and 16+ channels per group (what
+    # a backend may compute as Winograd tiles of 2x2 outputs): odd sizes leave edge tiles of
+    # one row or column; padding on one side only, wider than the taps reach; groups.
+    Conv((9, 11), (3, 3), in_channels=16, out_channels=24, batch=3, padding=1),
+    Conv((10, 7), (3, 3), in_channels=32, out_channels=32, groups=2, batch=4, padding=(0, 2),
+         bias=False),
 ]
 
 

@@ -103,6 +103,14 @@ class KernelBuilder:
     def shared_store(self, array: ir.Shared, index, value) -> None:
         self._emit(ir.SharedStore(array, lift(index, "i32"), lift(value, array.ty)))
 
+    def shared_load_run(self, array: ir.Shared, index, targets: list) -> None:
+        """``targets[i] = array[index + i]`` (vars of ``array``'s type, 2 or 4 of them),
+        ``index`` a multiple of their count: one wide load where the language has them."""
+        if len(targets) not in (2, 4) or any(v.ty != array.ty for v in targets):
+            raise ValueError(f"a run of workgroup memory loads 2 or 4 vars of {array.ty}, "
+                             f"got {[v.ty for v in targets]}")
+        self._emit(ir.SharedLoadRun(array, lift(index, "i32"), list(targets)))
+
     def barrier(self) -> None:
         self._emit(ir.Barrier())
 

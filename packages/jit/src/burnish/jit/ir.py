@@ -319,6 +319,37 @@ class SharedStore:
 
 
 @dataclass(eq=False)
+class SharedLoadRun:
+    """``vars[i] = array[index + i]`` for each of the ``len(vars)`` (2 or 4) vars, ``index`` a
+    multiple of ``len(vars)``: one wide load from workgroup memory where the language has them
+    (``Generator.wide_shared_loads``), else one load each (``scalar_runs``). NVIDIA's OpenCL
+    compiler leaves neighbouring scalar loads scalar, so an invocation reading a run of its
+    tile spends an instruction per word."""
+
+    array: Shared
+    index: Expr
+    vars: list
+
+
+def scalar_runs(stmts: list) -> list:
+    """``stmts`` with every ``SharedLoadRun`` spelled as one load per var."""
+    out: list = []
+    for s in stmts:
+        if isinstance(s, SharedLoadRun):
+            out += [Assign(v, SharedLoad(s.array, s.index + i if i else s.index))
+                    for i, v in enumerate(s.vars)]
+        elif isinstance(s, If):
+            out.append(If(s.cond, scalar_runs(s.then), scalar_runs(s.orelse)))
+        elif isinstance(s, For):
+            out.append(For(s.var, s.start, s.stop, s.step, scalar_runs(s.body)))
+        elif isinstance(s, While):
+            out.append(While(s.cond, scalar_runs(s.body)))
+        else:
+            out.append(s)
+    return out
+
+
+@dataclass(eq=False)
 class If:
     cond: Expr
     then: list = field(default_factory=list)

@@ -19,6 +19,9 @@ class Generator(ABC):
     #: The most elements an invocation of a large elementwise kernel computes
     #: (``kernels.elementwise.elements_per_invocation``): GPUs need several loads in flight.
     elements_per_invocation: int = 1
+    #: Whether ``ir.SharedLoadRun`` is rendered as one wide load (``shared_run``); otherwise
+    #: it is spelled as one load per word before the walk.
+    wide_shared_loads: bool = False
 
     def __init__(self) -> None:
         self._helpers: dict[str, str] = {}
@@ -72,6 +75,10 @@ class Generator(ABC):
 
     barrier_statement = ""
 
+    def shared_run(self, s: ir.SharedLoadRun) -> str:
+        """``s`` as one wide load of workgroup memory (generators with ``wide_shared_loads``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no wide workgroup-memory loads")
+
     def binary(self, op: str, a: str, b: str, a_ty: str, b_ty: str) -> str:
         if op == "%" and ir.is_float(a_ty):
             return self.call("fmod", [a, b], a_ty)
@@ -85,7 +92,8 @@ class Generator(ABC):
     def generate(self, kernel: ir.Kernel) -> str:
         self._helpers = {}
         lines: list[str] = []
-        self._block(kernel.body, lines, 1)
+        self._block(kernel.body if self.wide_shared_loads else ir.scalar_runs(kernel.body),
+                    lines, 1)
         return self.render_kernel(kernel, lines)
 
     def helper(self, name: str, source: str) -> str:
@@ -178,6 +186,8 @@ class Generator(ABC):
                 lines.append(pad + "return;")
             elif isinstance(s, ir.Barrier):
                 lines.append(pad + self.barrier_statement)
+            elif isinstance(s, ir.SharedLoadRun):
+                lines.append(pad + self.shared_run(s))
             else:
                 raise TypeError(f"kernel IR: unknown statement {s!r}")
 

@@ -199,6 +199,24 @@ class CGenerator(Generator):
         """Lines that open the kernel's body (before workgroup memory)."""
         return []
 
+    #: The vector types of wide workgroup-memory loads: ``<name><width>`` per compute type.
+    VECTOR_NAMES = {"f32": "float", "i32": "int", "u32": "uint"}
+
+    def shared_run(self, s: ir.SharedLoadRun) -> str:
+        """``{ float4 r_ = <wide load of array + index>; a = r_.x; ... }``: 32-bit words
+        (arrays declared 16-byte aligned), else one load each."""
+        index = self.expr(s.index)
+        if s.array.ty not in self.VECTOR_NAMES:
+            return " ".join(f"{v.name} = {s.array.name}[{index} + {i}];"
+                            for i, v in enumerate(s.vars))
+        vector = f"{self.VECTOR_NAMES[s.array.ty]}{len(s.vars)}"
+        parts = " ".join(f"{v.name} = r_.{'xyzw'[i]};" for i, v in enumerate(s.vars))
+        return f"{{ {vector} r_ = {self.wide_load(vector, s.array.name, index)}; {parts} }}"
+
+    def wide_load(self, vector: str, array: str, index: str) -> str:
+        """The expression that loads a ``vector`` from ``array + index``."""
+        raise NotImplementedError
+
     def render_kernel(self, kernel: ir.Kernel, body: list[str]) -> str:
         shared = ["    " + self.shared_declaration(s) for s in kernel.shared]
         parts = [self.preamble(kernel), self.helpers_source(), self.signature(kernel) + " {",
@@ -249,8 +267,14 @@ class OpenCLGenerator(CGenerator):
         return (f"__kernel __attribute__((reqd_work_group_size({x}, {y}, {z})))\n"
                 f"void {kernel.name}({', '.join(params)})")
 
+    wide_shared_loads = True
+
+    def wide_load(self, vector: str, array: str, index: str) -> str:
+        return f"*(__local const {vector}*)({array} + {index})"
+
     def shared_declaration(self, array: ir.Shared) -> str:
-        return f"__local {self.type_name(array.ty)} {array.name}[{array.size}];"
+        return (f"__local {self.type_name(array.ty)} {array.name}[{array.size}] "
+                f"__attribute__((aligned(16)));")
 
 
 #: The int words of ``info`` a CUDA launch passes by value (a kernel parameter struct).
@@ -318,8 +342,13 @@ class CudaGenerator(CGenerator):
         params.append("const BurnishInfo info_args")
         return f'extern "C" __global__ void {kernel.name}({", ".join(params)})'
 
+    wide_shared_loads = True
+
+    def wide_load(self, vector: str, array: str, index: str) -> str:
+        return f"*reinterpret_cast<const {vector}*>({array} + {index})"
+
     def shared_declaration(self, array: ir.Shared) -> str:
-        return f"__shared__ {self.type_name(array.ty)} {array.name}[{array.size}];"
+        return f"__shared__ __align__(16) {self.type_name(array.ty)} {array.name}[{array.size}];"
 
 
 def _uses_f64(kernel: ir.Kernel) -> bool:
@@ -328,6 +357,9 @@ def _uses_f64(kernel: ir.Kernel) -> bool:
     def visit(stmts):
         nonlocal found
         for s in stmts:
+            if isinstance(s, ir.Expr):  # a list of vars (``SharedLoadRun``)
+                found = found or _expr_uses_f64(s)
+                continue
             for value in vars(s).values():
                 if isinstance(value, ir.Var) and value.ty == "f64":
                     found = True

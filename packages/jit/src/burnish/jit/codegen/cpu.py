@@ -19,6 +19,8 @@ C-family renderer stores them (one byte per value).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from burnish.jit import ir
@@ -297,6 +299,7 @@ static inline uint16_t float_to_half(float x) {{
     # -- the walk ---------------------------------------------------------------------------------
 
     def generate(self, kernel: ir.Kernel) -> str:
+        kernel = dataclasses.replace(kernel, body=ir.scalar_runs(kernel.body))
         self._workgroup = kernel.workgroup
         self._barriers = has_barrier(kernel.body)
         self._promoted = set()

@@ -278,12 +278,44 @@ def _key_tiles(k: KernelBuilder, t: ir.Expr, stop: ir.Expr, seq_k: ir.Expr, tile
         k.barrier()
 
 
-def _dot(vector: list, tile: ir.Shared, base: ir.Expr, n: int) -> ir.Expr:
-    """``sum(vector[d] * tile[base + d] for d < n)``, unrolled."""
-    dot = vector[0] * tile[base]
-    for d in range(1, n):
-        dot = dot + vector[d] * tile[base + d]
-    return dot
+class _Row:
+    """Reads rows of ``n`` words of a workgroup tile (row ``j`` at ``j * n``) into four
+    registers of the kernel, a run of four neighbouring words at a time (two, or one, where
+    ``n`` is no multiple of four): one wide load each where the language has them."""
+
+    def __init__(self, k: KernelBuilder, ty: str):
+        self.k = k
+        self.regs = [k.let(ir.lift(0, ty), "w", ty) for _ in range(4)]
+
+    def runs(self, tile: ir.Shared, base: ir.Expr, n: int):
+        """Yield ``(d, words)``: ``words[i]`` holds ``tile[base + d + i]``, in turn for
+        every ``d`` a run starts at (``base`` a multiple of ``n``)."""
+        width = 4 if n % 4 == 0 else 2 if n % 2 == 0 else 1
+        for d in range(0, n, width):
+            words = self.regs[:width]
+            if width == 1:
+                self.k.assign(words[0], tile[base + d])
+            else:
+                self.k.shared_load_run(tile, base + d, words)
+            yield d, words
+
+    def dot(self, vector: list, tile: ir.Shared, base: ir.Expr, n: int) -> ir.Var:
+        """``sum(vector[d] * tile[base + d] for d < n)``, added in order of ``d``."""
+        k = self.k
+        total = k.let(ir.lift(0, vector[0].ty), "dot", vector[0].ty)
+        for d, words in self.runs(tile, base, n):
+            value = total
+            for i, w in enumerate(words):
+                value = value + vector[d + i] * w
+            k.assign(total, value)
+        return total
+
+    def accumulate(self, acc: list, weight: ir.Expr, tile: ir.Shared, base: ir.Expr,
+                   n: int) -> None:
+        """``acc[d] += weight * tile[base + d]`` for every ``d < n``."""
+        for d, words in self.runs(tile, base, n):
+            for i, w in enumerate(words):
+                self.k.assign(acc[d + i], acc[d + i] + weight * w)
 
 
 def _forward(dtype: DType, dim: int, value_dim: int, scale: float, causal: bool,
@@ -306,6 +338,7 @@ def _forward(dtype: DType, dim: int, value_dim: int, scale: float, causal: bool,
     acc = [k.let(ir.lift(0, ty), "o", ty) for _ in range(value_dim)]
     top = k.let(ir.const(float("-inf"), ty), "m")
     total = k.let(ir.lift(0, ty), "l", ty)
+    read = _Row(k, ty)
     # Causal: the keys after the workgroup's last row are forbidden to all its rows.
     stop = k.let(ir.call("min", seq_k, r0 + ROWS) if causal else seq_k, "stop")
     with _key_tiles(k, t, stop, seq_k, (keys, values),
@@ -317,7 +350,7 @@ def _forward(dtype: DType, dim: int, value_dim: int, scale: float, causal: bool,
                 with k.if_(col < seq_k):
                     score = k.let(ir.lift(fill, ty), "s", ty)
                     with _unless(k, _forbidden(k, mo, mb, row, col, causal)):
-                        k.assign(score, _dot(query, keys, j * dim, dim) * scale)
+                        k.assign(score, read.dot(query, keys, j * dim, dim) * scale)
                     with k.if_(score > top):
                         alpha = k.let(ir.call("exp", top - score), "alpha", ty)
                         k.assign(total, total * alpha)
@@ -326,8 +359,7 @@ def _forward(dtype: DType, dim: int, value_dim: int, scale: float, causal: bool,
                         k.assign(top, score)
                     p = k.let(ir.call("exp", score - top), "p", ty)
                     k.assign(total, total + p)
-                    for d, a in enumerate(acc):
-                        k.assign(a, a + p * values[j * value_dim + d])
+                    read.accumulate(acc, p, values, j * value_dim, value_dim)
     if causal:
         # A row with no key left among those visited (all forbidden by the mask) averages
         # every value, the skipped ones included, as the protocol's default does.
@@ -369,6 +401,7 @@ def _backward_dq(dtype: DType, dim: int, value_dim: int, scale: float, causal: b
         k.assign(delta, delta + grad[d] * ob[oo.at(row, d)])
     row_lse = k.let(lb[lo.at(row)].cast(ty), "lse", ty)
     acc = [k.let(ir.lift(0, ty), "dq", ty) for _ in range(dim)]
+    read = _Row(k, ty)
     # Forbidden pairs pass no gradient to q: the keys after the workgroup's rows are skipped.
     stop = k.let(ir.call("min", seq_k, r0 + ROWS) if causal else seq_k, "stop")
     with _key_tiles(k, t, stop, seq_k, (keys, values),
@@ -378,12 +411,11 @@ def _backward_dq(dtype: DType, dim: int, value_dim: int, scale: float, causal: b
                 j = k.let(j0 + u, "jj")
                 col = k.let(k0 + j, "col")
                 with k.if_(col < seq_k), _unless(k, _forbidden(k, mo, mb, row, col, causal)):
-                    score = _dot(query, keys, j * dim, dim) * scale
+                    score = read.dot(query, keys, j * dim, dim) * scale
                     p = k.let(ir.call("exp", score - row_lse), "p", ty)
-                    dp = _dot(grad, values, j * value_dim, value_dim)
+                    dp = read.dot(grad, values, j * value_dim, value_dim)
                     ds = k.let(p * (dp - delta), "ds", ty)
-                    for d, a in enumerate(acc):
-                        k.assign(a, a + ds * keys[j * dim + d])
+                    read.accumulate(acc, ds, keys, j * dim, dim)
     with k.if_(r0 + t < seq_q):
         at = k.let(((batch * heads + head) * seq_q + row), "at")
         at_dq = k.let(_row_at(batch, heads, head, seq_q, row, last), "at_dq")
@@ -417,6 +449,7 @@ def _backward_dkv(dtype: DType, dim: int, value_dim: int, scale: float, causal: 
     dk_acc = [k.let(ir.lift(0, ty), "dk", ty) for _ in range(dim)]
     dv_acc = [k.let(ir.lift(0, ty), "dv", ty) for _ in range(value_dim)]
     uniform = k.let(1.0 / seq_k.cast(ty), "uniform", ty)
+    read = _Row(k, ty)
     pair = k.let((batch * heads + head) * seq_q, "pair")
     with k.for_(0, seq_q, tile_rows, name="r0") as r0:
         _load_tile(k, t, queries, tile_rows, dim, r0, seq_q, qb, qo, ty)
@@ -435,20 +468,17 @@ def _backward_dkv(dtype: DType, dim: int, value_dim: int, scale: float, causal: 
                     if forbidden is not None:
                         forbidden = k.let(forbidden, "forbid")
                     with _unless(k, forbidden):
-                        score = _dot(key, queries, i * dim, dim) * scale
+                        score = read.dot(key, queries, i * dim, dim) * scale
                         p = k.let(ir.call("exp", score - row_lse[i]), "p", ty)
-                        dp = _dot(value, grads, i * value_dim, value_dim)
+                        dp = read.dot(value, grads, i * value_dim, value_dim)
                         ds = k.let(p * (dp - row_delta[i]), "ds", ty)
-                        for d, a in enumerate(dv_acc):
-                            k.assign(a, a + p * grads[i * value_dim + d])
-                        for d, a in enumerate(dk_acc):
-                            k.assign(a, a + ds * queries[i * dim + d])
+                        read.accumulate(dv_acc, p, grads, i * value_dim, value_dim)
+                        read.accumulate(dk_acc, ds, queries, i * dim, dim)
                     if forbidden is not None:
                         # A row with no key left (its lse about the fill value) weighs every
                         # key evenly; a forbidden pair of any other row weighs nothing.
                         with k.else_(), k.if_(row_lse[i] < fill * 0.5):
-                            for d, a in enumerate(dv_acc):
-                                k.assign(a, a + uniform * grads[i * value_dim + d])
+                            read.accumulate(dv_acc, uniform, grads, i * value_dim, value_dim)
         k.barrier()
     with k.if_(c0 + t < seq_k):
         at_k = k.let(_row_at(batch, heads, head, seq_k, col, last[0]), "at_k")

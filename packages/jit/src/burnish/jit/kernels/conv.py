@@ -250,12 +250,6 @@ HEAD_I = 6
 I_IN, I_OUT, I_KERNEL, I_STRIDE, I_PADDING, I_DILATION, I_X_STRIDE = range(7)
 PER_DIM_I = 7
 
-#: A weight gradient's inner dim (batch * positions) is split into runs of at least
-#: ``MIN_RUN`` until about ``SPLIT_TARGET`` workgroups share it.
-SPLIT_TARGET = 512
-MIN_RUN = 512
-
-
 def _implicit_fits(runtime: Runtime, m: int, n: int, inner: int) -> bool:
     """Whether a convolution's product takes the implicit kernels: those the tiled matmul
     would take (smaller ones build their small patch matrix), on runtimes that want them."""
@@ -335,9 +329,7 @@ def conv_weight_grad(x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims, 
     def run(name: str) -> tuple[JitTensor, int]:
         """Launch with tiling ``name``: the partial sums ``[runs, out, n]`` and their count."""
         tiling, words, tiles = _tiled(name, info, groups)
-        runs = max(1, min(_ceil(SPLIT_TARGET, tiles), inner // MIN_RUN))
-        run_length = _ceil(_ceil(inner, runs), tiling.tk) * tiling.tk
-        runs = _ceil(inner, run_length)
+        runs, run_length = mm._runs(tiles, inner, tiling.tk)
         shape = (runs, out_channels, n)
         partial = JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape,
                             partial_dtype, x.device, runtime)
@@ -345,7 +337,7 @@ def conv_weight_grad(x: JitTensor, grad: JitTensor, kernel: Dims, stride: Dims, 
         loaders = (_gradient_loader(tiling.tk), _patch_rows_loader(spatial, tiling.tk))
         runtime.launch(("conv_weight_grad", tiling, *base, spatial),
                        lambda: mm._tiled_kernel(tiling, *base, loaders=loaders, split=True,
-                                                epilogue=_Partials(partial_dtype.name)),
+                                                epilogue=mm.Partials(partial_dtype.name)),
                        [partial.buffer, grad.buffer, x.buffer], words,
                        groups=runs * tiles)
         return partial, runs
@@ -524,19 +516,6 @@ def _patch_rows_loader(spatial: int, tk: int) -> mm.Loader:
         return read
 
     return loader
-
-
-class _Partials(mm.Epilogue):
-    """Stores a weight gradient's run sums into a buffer of ``dtype`` (float32 for half-float
-    operands)."""
-
-    def __init__(self, dtype: str):
-        self.dtype = dtype
-
-    def declare(self, k: KernelBuilder, dtype: str, has_bias: bool) -> tuple[ir.Buffer, ...]:
-        self.out = k.buffer("out", self.dtype, writable=True)
-        self.bias = None
-        return k.buffer("a", dtype), k.buffer("b", dtype)
 
 
 class _ConvStore(mm.Epilogue):

@@ -403,10 +403,12 @@ def _run(runtime: Runtime, targets: list[lazy.LazyTensor],
         _compute_lone(targets[0])
         return Lone(targets[0])
     plan = _Plan(targets)
-    if len(plan.nodes) == 1 and plan.product is None:
+    if len(plan.nodes) == 1 and (plan.product is None or plan.product[1].runs() > 1):
         # A lone elementwise op: its own kernel, shared with unfused use of the backend. (A
         # lone product takes the product kernel below: a replayed launch costs less host time
-        # than planning the product again, or than a vendor library's call.)
+        # than planning the product again, or than a vendor library's call; except one whose
+        # tiles are too few to fill the device, which the product's own path tunes and may
+        # split into runs of its inner dim.)
         _compute_lone(targets[0])
         return Lone(targets[0])
     info = plan.info()

@@ -13,26 +13,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from burnish.dtype import get_dtype
 from burnish.jit import autotune, ir, lazy
 from burnish.jit.builder import KernelBuilder
 from burnish.jit.kernels.elementwise import WORKGROUP, elementwise
-from burnish.jit.tensor import JitTensor, numel
+from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 
 
 @dataclass(frozen=True)
 class Tiling:
     """A workgroup computes a ``tm x tn`` tile of the output, stepping through K ``tk`` at a
-    time; each invocation accumulates ``rm x rn`` outputs in registers."""
+    time; each invocation accumulates ``rm x rn`` outputs in registers: runs of ``runs``
+    neighbouring rows and columns (0: one run of ``rm`` rows and one of ``rn`` columns), the
+    runs of one invocation ``runs`` times the invocations across apart."""
 
     tm: int
     tn: int
     tk: int
     rm: int
     rn: int
+    runs: int = 0
 
     @property
     def name(self) -> str:
-        return f"{self.tm}x{self.tn}x{self.tk}/{self.rm}x{self.rn}"
+        runs = f"r{self.runs}" if self.runs else ""
+        return f"{self.tm}x{self.tn}x{self.tk}/{self.rm}x{self.rn}{runs}"
 
     @property
     def threads(self) -> int:
@@ -42,16 +47,32 @@ class Tiling:
 #: The tile shapes autotune chooses from: 256 invocations each, and at most 16 KiB of
 #: workgroup memory (WebGPU's guaranteed minimum) for 64-bit types, whose tiles go unpadded.
 #: ``_candidates`` says which is the default when tuning is off.
+#: The 128 x 128 tiles read their 8 x 8 blocks as runs of four words, a run of the next
+#: invocation between: eight invocations' 16-byte loads then cover 128 bytes of workgroup
+#: memory side by side instead of meeting twice in each bank (on an H200: 1.1x-1.4x faster
+#: than one run of eight on cuda and rocm, up to 1.07x on wgpu; bench/bench_products.py).
 TILINGS = (
     Tiling(64, 64, 16, 4, 4),
-    Tiling(128, 128, 8, 8, 8),
+    Tiling(128, 128, 8, 8, 8, 4),
     Tiling(128, 64, 8, 8, 4),
     Tiling(32, 32, 16, 2, 2),
 )
 _BY_NAME = {t.name: t for t in TILINGS}
-#: The default for outputs of at least ``LARGE_OUTPUT`` elements.
+#: The default for outputs of at least ``LARGE_OUTPUT`` elements in at least ``LARGE_TILES``
+#: of its tiles (fewer leave much of a large GPU idle: 64 x 64 tiles ran such products up to
+#: 2x faster on an H200).
 LARGE_DEFAULT = TILINGS[1]
 LARGE_OUTPUT = 1024 * 1024
+LARGE_TILES = 128
+
+#: A tiled product whose tiles are too few to fill the device splits its inner dim into runs
+#: of at least ``MIN_RUN`` (a weight gradient's, the batch's tokens or samples), until about
+#: ``RUNS_TARGET`` workgroups share the product; the runs' sums (float32 for half floats) are
+#: then added up by a reduction, in a fixed order.
+RUNS_TARGET = 512
+MIN_RUN = 512
+#: How a candidate tiling's name says that it splits the inner dim.
+RUNS_SUFFIX = "+runs"
 
 #: Products smaller than this (M * N * K) or thinner than ``MIN_TILED`` rows or columns use the
 #: plain kernel: a tile would be mostly padding.
@@ -94,6 +115,7 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
         if pending is not None:
             return pending
         library = False  # predicted to be flushed alone: it runs now, as the flush would run it
+    out_given = out is not None
     if out is None:
         itemsize = runtime.generator.storage_numpy(dtype.name).itemsize
         out = JitTensor(runtime.pool.alloc(numel(shape) * itemsize), shape, dtype, a.device,
@@ -110,22 +132,29 @@ def matmul(a: JitTensor, b: JitTensor, bias: JitTensor | None = None, groups: in
     layout = Layout(a, b, batch, out.offset, groups, bias is not None)
     buffers = [out.buffer, a.buffer, b.buffer] + ([bias.buffer] if bias is not None else [])
 
-    def run(name: str | None = None) -> None:
-        """Launch the product's kernel (the tiled one with tiling ``name``)."""
+    def run(name: str | None = None) -> JitTensor:
+        """Launch the product's kernel (the tiled one with tiling ``name``); returns the
+        result (``out``, or the sum of the runs of a tiling that splits the inner dim)."""
+        if name is not None and name.endswith(RUNS_SUFFIX):
+            tiling = _BY_NAME[name[:-len(RUNS_SUFFIX)]]
+            layout.tile(tiling)
+            return _in_runs(layout, tiling, a, b, out)
         if name is not None:
             layout.tile(_BY_NAME[name])
         runtime.launch(layout.key(), lambda: layout.kernel(Epilogue()), buffers, layout.info,
                        groups=layout.workgroups())
+        return out
 
     if not layout.tiled:
-        run()
-        return out
+        return run()
     flags = "".join("1" if unit else "s" for unit in layout.base[2])
     key = (f"matmul/{dtype.name}/{flags}{'/bias' if bias is not None else ''}/"
            f"{autotune.shape_class(count, m, n, k)}")
-    choice = autotune.choose(runtime.device_name, key, _candidates(m, n), run, runtime.sync)
-    run(choice)
-    return out
+    candidates = _candidates(m, n, count)
+    if bias is None and out_given is False:
+        candidates += [name + RUNS_SUFFIX for name in (LARGE_DEFAULT.name, TILINGS[0].name)
+                       if _runs(_tiles(_BY_NAME[name], count, m, n), k, _BY_NAME[name].tk)[0] > 1]
+    return run(autotune.choose(runtime.device_name, key, candidates, run, runtime.sync))
 
 
 class Layout:
@@ -158,10 +187,17 @@ class Layout:
     def tile(self, tiling: Tiling | None = None) -> None:
         """Use ``tiling`` (the default for the output's size when not given; the tile counts
         are part of the metadata)."""
-        tiling = tiling or _BY_NAME[_candidates(self.m, self.n)[0]]
+        tiling = tiling or _BY_NAME[_candidates(self.m, self.n, self.count)[0]]
         self.tiling = tiling
         self.info[TILES_M], self.info[TILES_N] = -(-self.m // tiling.tm), -(-self.n // tiling.tn)
         self.groups = self.count * self.info[TILES_M] * self.info[TILES_N]
+
+    def runs(self) -> int:
+        """Into how many runs the tiled product would split its inner dim (``_runs``; 1 when
+        not tiled, or when its tiles fill the device)."""
+        if self.tiling is None:
+            return 1
+        return _runs(self.groups, self.info[K], self.tiling.tk)[0]
 
     def key(self) -> tuple:
         if self.tiling is not None:
@@ -183,11 +219,12 @@ class Layout:
         return _plain_kernel(*self.base, epilogue=epilogue)
 
 
-def _candidates(m: int, n: int) -> list[str]:
+def _candidates(m: int, n: int, count: int = 1) -> list[str]:
     """The tile shapes to time, the default (used untimed when tuning is off) first: large
-    tiles for large outputs, where they were fastest on an H100, else ``TILINGS[0]``."""
+    tiles for large outputs of enough of them (``count`` products of ``m x n``), where they
+    were fastest on an H100 and an H200, else ``TILINGS[0]``."""
     names = [t.name for t in TILINGS]
-    if m * n >= LARGE_OUTPUT:
+    if count * m * n >= LARGE_OUTPUT and _tiles(LARGE_DEFAULT, count, m, n) >= LARGE_TILES:
         names.remove(LARGE_DEFAULT.name)
         names.insert(0, LARGE_DEFAULT.name)
     return names
@@ -261,6 +298,62 @@ class Epilogue:
         if self.bias is not None:
             value = acc + self.bias[(batch % k.info(GROUPS)) * k.info(M) + row]
         k.store(self.out, k.info(OUT_OFF) + index, value)
+
+
+def _tiles(tiling: Tiling, count: int, m: int, n: int) -> int:
+    """The output tiles of ``count`` products of ``m x n`` tiled by ``tiling``."""
+    return count * _ceil(m, tiling.tm) * _ceil(n, tiling.tn)
+
+
+def _runs(tiles: int, k: int, tk: int) -> tuple[int, int]:
+    """How a product of ``tiles`` output tiles splits its inner dim ``k``: the number of runs
+    and their length (a multiple of ``tk``); one run where the tiles fill the device."""
+    runs = max(1, min(_ceil(RUNS_TARGET, tiles), k // MIN_RUN))
+    length = _ceil(_ceil(k, runs), tk) * tk
+    return _ceil(k, length), length
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Partials(Epilogue):
+    """Stores the sums of a split product's runs into a buffer of ``dtype`` (float32 for
+    half-float operands)."""
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+
+    def declare(self, k: KernelBuilder, dtype: str, has_bias: bool) -> tuple[ir.Buffer, ...]:
+        self.out = k.buffer("out", self.dtype, writable=True)
+        self.bias = None
+        return k.buffer("a", dtype), k.buffer("b", dtype)
+
+
+def _in_runs(layout: Layout, tiling: Tiling, a: JitTensor, b: JitTensor,
+             out: JitTensor) -> JitTensor:
+    """The tiled product (``layout``, tiled by ``tiling``) with its inner dim split into runs
+    summed side by side, then added up: a new tensor of ``out``'s shape and dtype."""
+    from burnish.jit.kernels.reduce import reduce
+
+    runtime, dtype, shape = a.runtime, a.dtype, out.shape
+    total = numel(shape)
+    runs, length = _runs(layout.groups, layout.info[K], tiling.tk)
+    partial_dtype = get_dtype("float32") if dtype.name in ("float16", "bfloat16") else dtype
+    itemsize = runtime.generator.storage_numpy(partial_dtype.name).itemsize
+    partial = JitTensor(runtime.pool.alloc(runs * total * itemsize), (runs, total),
+                        partial_dtype, a.device, runtime)
+    words = list(layout.info)
+    words[OUT_OFF] = 0
+    words += [length, layout.count]
+    runtime.launch(("matmul_runs", tiling, *layout.base),
+                   lambda: _tiled_kernel(tiling, *layout.base, split=True,
+                                         epilogue=Partials(partial_dtype.name)),
+                   [partial.buffer, a.buffer, b.buffer], words, groups=runs * layout.groups)
+    summed = reduce("sum", partial, 0)[0]
+    if partial_dtype is not dtype:
+        summed = elementwise("cast", lambda v, s: v[0].cast(dtype), [summed], dtype)
+    return summed.view(shape, contiguous_strides(shape), summed.offset)
 
 
 def _batch_bases(k: KernelBuilder, index: ir.Expr, ndim: int) -> tuple[ir.Expr, ir.Expr]:
@@ -363,6 +456,24 @@ def _split_kernel(dtype: str, ndim: int, layout: tuple[bool, ...], has_bias: boo
 PITCH_PAD = 4
 
 
+def _run_of(tiling: Tiling, count: int) -> int:
+    """How many of an invocation's ``count`` rows (or columns) of a tile are neighbours."""
+    return tiling.runs if 0 < tiling.runs < count else count
+
+
+def _read_runs(k: KernelBuilder, tile: ir.Shared, starts: list, regs: list, offset: int,
+               run: int) -> None:
+    """``regs[i] = tile[starts[i] + offset]``, neighbouring words (runs of ``run``, each
+    starting at a multiple of its width, as the tile's 16-byte aligned rows and pitches
+    keep them) read four or two at a time."""
+    width = 4 if run % 4 == 0 else 2 if run % 2 == 0 else 1
+    for i in range(0, len(regs), width):
+        if width == 1:
+            k.assign(regs[i], tile[starts[i] + offset])
+        else:
+            k.shared_load_run(tile, starts[i] + offset, regs[i:i + width])
+
+
 #: How a tiled kernel reads an operand: ``loader(k, base, index)`` is called once per element
 #: of the tile copy an invocation makes, with the batch's base offset and the element's fixed
 #: row (``a``) or column (``b``); it returns ``read(gk)``, the element's address at inner
@@ -463,8 +574,13 @@ def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...
             inside = k.let(inside if valid is None else inside.and_(valid), "in")
             k.assign(reg, ir.select(inside, buf[ir.select(inside, address, 0)], 0))
 
-    rows = [ty_ * rm + i for i in range(rm)]
-    cols = [tx * rn + j for j in range(rn)]
+    def spread(index: ir.Expr, count: int, across: int) -> list[ir.Expr]:
+        """The ``count`` rows or columns of invocation ``index`` of ``across``."""
+        run = _run_of(tiling, count)
+        return [index * run + (i // run) * (across * run) + i % run for i in range(count)]
+
+    rows = spread(ty_, rm, tm // rm)
+    cols = spread(tx, rn, cols_per)
     acc = [[k.let(ir.lift(0, ty), "acc", ty) for _ in range(rn)] for _ in range(rm)]
     a_regs = [k.let(ir.lift(0, ty), "av", ty) for _ in range(rm)]
     b_regs = [k.let(ir.lift(0, ty), "bv", ty) for _ in range(rn)]
@@ -480,10 +596,8 @@ def _tiled_kernel(tiling: Tiling, dtype: str, ndim: int, layout: tuple[bool, ...
         # Unrolled here rather than left to the device compiler: the register block only
         # stays in registers when every index into it is a constant.
         for kk in range(tk):
-            for i in range(rm):
-                k.assign(a_regs[i], a_tile[a_rows[i] + kk * a_pitch])
-            for j in range(rn):
-                k.assign(b_regs[j], b_tile[b_cols[j] + kk * b_pitch])
+            _read_runs(k, a_tile, a_rows, a_regs, kk * a_pitch, _run_of(tiling, rm))
+            _read_runs(k, b_tile, b_cols, b_regs, kk * b_pitch, _run_of(tiling, rn))
             for i in range(rm):
                 for j in range(rn):
                     k.assign(acc[i][j], acc[i][j] + epilogue.multiply(a_regs[i], b_regs[j]))
