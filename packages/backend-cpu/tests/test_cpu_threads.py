@@ -1,6 +1,7 @@
 """The cpu backend's thread pool: every range of a parallel loop run once, from any number of
 callers at once; the workers spinning through a busy phase (a replay) and not after it; the
-thread count and the spin taken from the environment, bad values refused."""
+thread count and the spin taken from the environment, bad values refused; no OpenMP region left
+in the kernels, and their results the same on any thread count."""
 
 from __future__ import annotations
 
@@ -176,3 +177,76 @@ def test_a_forked_child_runs_its_loops_on_its_own_thread(compiler, cover):
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked child's loop did not finish in 30 s")
+
+
+def test_no_openmp_parallel_region_is_left_in_the_kernels():
+    """Kernels are built without OpenMP's runtime (``-fopenmp-simd``): a parallel region or
+    work-sharing loop would compile and silently run on one thread."""
+    import re
+    from pathlib import Path
+
+    import burnish.cpu
+    from burnish.jit.codegen import cpu as codegen_cpu
+
+    pattern = re.compile(r"omp\s+(parallel|for|sections|single|critical|barrier|task)\b"
+                         r"|omp\.h|omp_get_")
+    files = sorted(Path(burnish.cpu.__file__).parent.glob("*.py"))
+    files.append(Path(codegen_cpu.__file__))
+    found = [f"{path.name}:{number}: {line.strip()}" for path in files
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if pattern.search(line)]
+    assert not found, "OpenMP regions left (use burnish_parallel):\n" + "\n".join(found)
+
+
+#: Winograd convolutions (one with odd sizes, two groups and output channels in parts), the
+#: merged forward of a batch of one and values-only max pooling at stride 2 (split lines),
+#: their outputs' bytes hashed.
+_KERNELS = r"""
+import hashlib
+import numpy as np
+import burnish
+from burnish.cpu import conv as cpu_conv
+from burnish.cpu.blas import Gemm
+from burnish.cpu.compiler import Compiler
+
+compiler = Compiler()
+gemm = Gemm(compiler, compiler.threads.count)
+native = cpu_conv.NativeConv(compiler, gemm)
+rng = np.random.default_rng(7)
+digest = hashlib.sha256()
+for batch, channels, m, size, groups in [(2, 64, 64, (28, 28), 1), (3, 32, 96, (15, 13), 2),
+                                         (1, 256, 512, (7, 7), 1)]:
+    x = rng.uniform(-2, 2, (batch, channels, *size)).astype(np.float32)
+    w = rng.uniform(-1, 1, (groups, m // groups, channels // groups * 9)).astype(np.float32)
+    bias = rng.uniform(-1, 1, m).astype(np.float32)
+    words = cpu_conv.geometry(size, size, (3, 3), (1, 1), (1, 1), (1, 1), (size[1], 1))
+    out = np.full((batch, m, *size), np.nan, np.float32)
+    with gemm.guard:
+        native.bind_forward(x, w, bias, out, words, groups, False)()
+    digest.update(out.tobytes())
+x = rng.standard_normal((4, 64, 56, 56)).astype(np.float32)
+y = burnish.functional.max_pool(burnish.Tensor.from_data(x, device="cpu"), (3, 3),
+                                stride=(2, 2), padding=(1, 1))
+digest.update(y.to_numpy().tobytes())
+print(compiler.threads.count, digest.hexdigest())
+"""
+
+
+def test_convolution_and_pooling_results_do_not_depend_on_the_thread_count():
+    """Their ranges are cut by the shape alone and write outputs of their own: 1, 2 and 3
+    threads give the same bytes."""
+    import subprocess
+
+    from burnish.cpu import conv as cpu_conv
+
+    assert cpu_conv.WINOGRAD and cpu_conv.MERGE_TASKS == 2  # the paths _KERNELS goes through
+    digests = {}
+    for count in (1, 2, 3):
+        env = dict(os.environ, OMP_NUM_THREADS=str(count))
+        run = subprocess.run([sys.executable, "-c", _KERNELS], env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        threads, digest = run.stdout.split()
+        assert int(threads) == count
+        digests[count] = digest
+    assert len(set(digests.values())) == 1, digests
