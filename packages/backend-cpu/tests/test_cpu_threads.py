@@ -146,7 +146,8 @@ def test_thread_count_and_spin_come_from_the_environment(monkeypatch):
             cpu_threads.spin_microseconds()
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+@pytest.mark.skipif(not hasattr(os, "fork"),
+                    reason="os.fork is missing on this platform (Windows): no forked child")
 def test_a_forked_child_runs_its_loops_on_its_own_thread(compiler, cover):
     """The child has none of the parent's workers: its loops must not wait for them (nor
     touch them), and give the same results."""

@@ -76,8 +76,10 @@ class Generator(ABC):
     barrier_statement = ""
 
     def shared_run(self, s: ir.SharedLoadRun) -> str:
-        """``s`` as one wide load of workgroup memory (generators with ``wide_shared_loads``)."""
-        raise NotImplementedError(f"{type(self).__name__} has no wide workgroup-memory loads")
+        """``s`` spelled for generators with ``wide_shared_loads`` (they render it as one wide
+        load where they can): here, one load per word."""
+        return " ".join(f"{v.name} = {self.expr(ir.SharedLoad(s.array, s.index + i))};"
+                        for i, v in enumerate(s.vars))
 
     def binary(self, op: str, a: str, b: str, a_ty: str, b_ty: str) -> str:
         if op == "%" and ir.is_float(a_ty):

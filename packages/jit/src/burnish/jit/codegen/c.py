@@ -201,21 +201,19 @@ class CGenerator(Generator):
 
     #: The vector types of wide workgroup-memory loads: ``<name><width>`` per compute type.
     VECTOR_NAMES = {"f32": "float", "i32": "int", "u32": "uint"}
+    #: How a wide load of ``{vector}`` from ``{array} + {index}`` is spelled (None: the
+    #: language has none here, and runs are one load per word).
+    WIDE_LOAD: str | None = None
 
     def shared_run(self, s: ir.SharedLoadRun) -> str:
         """``{ float4 r_ = <wide load of array + index>; a = r_.x; ... }``: 32-bit words
         (arrays declared 16-byte aligned), else one load each."""
-        index = self.expr(s.index)
-        if s.array.ty not in self.VECTOR_NAMES:
-            return " ".join(f"{v.name} = {s.array.name}[{index} + {i}];"
-                            for i, v in enumerate(s.vars))
+        if self.WIDE_LOAD is None or s.array.ty not in self.VECTOR_NAMES:
+            return super().shared_run(s)
         vector = f"{self.VECTOR_NAMES[s.array.ty]}{len(s.vars)}"
+        load = self.WIDE_LOAD.format(vector=vector, array=s.array.name, index=self.expr(s.index))
         parts = " ".join(f"{v.name} = r_.{'xyzw'[i]};" for i, v in enumerate(s.vars))
-        return f"{{ {vector} r_ = {self.wide_load(vector, s.array.name, index)}; {parts} }}"
-
-    def wide_load(self, vector: str, array: str, index: str) -> str:
-        """The expression that loads a ``vector`` from ``array + index``."""
-        raise NotImplementedError
+        return f"{{ {vector} r_ = {load}; {parts} }}"
 
     def render_kernel(self, kernel: ir.Kernel, body: list[str]) -> str:
         shared = ["    " + self.shared_declaration(s) for s in kernel.shared]
@@ -268,9 +266,7 @@ class OpenCLGenerator(CGenerator):
                 f"void {kernel.name}({', '.join(params)})")
 
     wide_shared_loads = True
-
-    def wide_load(self, vector: str, array: str, index: str) -> str:
-        return f"*(__local const {vector}*)({array} + {index})"
+    WIDE_LOAD = "*(__local const {vector}*)({array} + {index})"
 
     def shared_declaration(self, array: ir.Shared) -> str:
         return (f"__local {self.type_name(array.ty)} {array.name}[{array.size}] "
@@ -343,9 +339,7 @@ class CudaGenerator(CGenerator):
         return f'extern "C" __global__ void {kernel.name}({", ".join(params)})'
 
     wide_shared_loads = True
-
-    def wide_load(self, vector: str, array: str, index: str) -> str:
-        return f"*reinterpret_cast<const {vector}*>({array} + {index})"
+    WIDE_LOAD = "*reinterpret_cast<const {vector}*>({array} + {index})"
 
     def shared_declaration(self, array: ir.Shared) -> str:
         return f"__shared__ __align__(16) {self.type_name(array.ty)} {array.name}[{array.size}];"
