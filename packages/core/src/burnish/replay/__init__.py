@@ -53,6 +53,7 @@ from burnish.replay.tree import (
     global_names,
     held,
     leaves_of,
+    matcher,
     template_of,
 )
 from burnish.tensor import Tensor
@@ -134,6 +135,8 @@ class Captured:
         self._lock = threading.Lock()
         self._churn = 0  # signatures made in a row without a replay
         self._last_structure: Any = None
+        #: The entry of the last replayed call (``None`` after a call that did not replay).
+        self._last: _Entry | None = None
         #: Why the function runs eagerly whatever its arguments (``None``: it need not).
         self._uncapturable: str | None = None
         self._globals = global_names(fn, skip=(Captured,))
@@ -145,8 +148,17 @@ class Captured:
         tensors: list[Tensor] = []
         places: list[tuple[Any, Any]] = []
         roots = (args, kwargs, held(self.fn, self._globals))
+        last = self._last
         try:
-            structure = flatten(roots, tensors, places)
+            # The signature of the last replayed call, checked rather than built again: the
+            # usual case, where a training or inference loop calls with the same structure.
+            if last is not None and last.match(roots, tensors, places):
+                structure = last.structure
+            else:
+                last = None
+                tensors.clear()
+                places.clear()
+                structure = flatten(roots, tensors, places)
             if not tensors:
                 return self.fn(*args, **kwargs)
             base, leaves, key = self._signature(tensors, structure)
@@ -155,27 +167,42 @@ class Captured:
         if base is None:
             return self._eager(f"backend {tensors[0]._device.backend.name!r} cannot capture",
                                args, kwargs)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                entry = self._entries[key] = _Entry(structure)
-                while len(self._entries) > self.max_records:
-                    self._entries.popitem(last=False)[1].release()
-                self._check_churn(entry)
-            else:
-                self._entries.move_to_end(key)
+        if last is not None and key[1:] == last.key[1:]:
+            entry = last  # the most recently used: the entries' order stands
+        else:
+            entry = self._entry(key, structure)
         if entry.failed is not None:
+            self._last = None
             return self.fn(*args, **kwargs)
         if entry.record is not None:
             if entry.record.valid():
                 entry.replays += 1
                 self._churn = 0
+                if entry.match is None:
+                    entry.match = matcher(entry.structure) or _never
+                self._last = entry if entry.match is not _never else None
                 return entry.replay(leaves, places)
             entry.reset()  # state it used is gone: record afresh
+        self._last = None
         entry.calls += 1
         if entry.calls <= WARMUP_CALLS:
             return self.fn(*args, **kwargs)
         return self._record(entry, base, leaves, tensors, roots, args, kwargs)
+
+    def _entry(self, key: tuple, structure: Any) -> _Entry:
+        """The entry of signature ``key``, made (the least recently used dropped beyond
+        ``max_records``) or moved to the end of the entries' order."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = _Entry(structure, key)
+                while len(self._entries) > self.max_records:
+                    self._entries.popitem(last=False)[1].release()
+                    self._last = None
+                self._check_churn(entry)
+            else:
+                self._entries.move_to_end(key)
+            return entry
 
     def _signature(self, tensors: list[Tensor], structure: Any) -> tuple[Any, list, tuple]:
         """The capturer that records (``None``: the backend has none), the tensors'
@@ -184,21 +211,26 @@ class Captured:
         specs: list[tuple] = []
         seen: dict[int, int] = {}
         base = None
+        last_device: Device | None = None
+        leaf_of: Callable[[Any], Any] = _unset
+        spec_of: Callable[[Any], Any] = _unset
         for tensor in tensors:
             device = tensor._device
-            capturer = self._capturer(device)
-            if capturer is None:
-                return None, [], ()
-            if base is None:
-                base = capturer.core
-            elif capturer.core is not base:
-                raise CaptureError(f"its tensors are on several devices ({tensors[0]._device} "
-                                   f"and {device})")
-            leaf = capturer.leaf(tensor._prim)
+            if device is not last_device:  # per device, not per tensor: most share one
+                capturer = self._capturer(device)
+                if capturer is None:
+                    return None, [], ()
+                if base is None:
+                    base = capturer.core
+                elif capturer.core is not base:
+                    raise CaptureError(f"its tensors are on several devices "
+                                       f"({tensors[0]._device} and {device})")
+                last_device, leaf_of, spec_of = device, capturer.leaf, capturer.spec
+            prim = tensor._prim
+            leaf = leaf_of(prim)
+            alias = seen.setdefault(id(getattr(leaf, "buffer", leaf)), len(leaves))
             leaves.append(leaf)
-            alias = seen.setdefault(id(getattr(leaf, "buffer", leaf)), len(leaves) - 1)
-            specs.append((id(device), tensor._prim.shape, tensor._dtype,
-                          capturer.spec(tensor._prim), alias))
+            specs.append((id(device), prim.shape, tensor._dtype, spec_of(prim), alias))
         # The autocast dtype too: the same call records other ops (casts, dtypes) under it.
         return base, leaves, (structure, tuple(specs), _amp.active_dtype())
 
@@ -320,13 +352,25 @@ class Captured:
             for entry in self._entries.values():
                 entry.release()
             self._entries.clear()
+            self._last = None
+
+
+def _unset(prim: Any) -> Any:
+    raise AssertionError("a capturer is asked before one is found")
+
+
+def _never(value: Any, tensors: list, places: list) -> bool:
+    """The matcher of a signature ``matcher`` does not cover."""
+    return False
 
 
 class _Entry:
     """What one signature of a captured function has done so far."""
 
-    def __init__(self, structure: Any) -> None:
+    def __init__(self, structure: Any, key: Any = None) -> None:
         self.structure = structure
+        self.key = key  # the key it is kept under
+        self.match: Any = None  # its signature's matcher, made at its first replay
         self.calls = 0
         self.replays = 0
         self.attempts = 0

@@ -139,6 +139,141 @@ def flatten(value: Any, tensors: list[Tensor], places: list[tuple[Any, Any]],
     return (kind, value)  # functions, classes and other hashable objects: as they are
 
 
+#: Past this many nodes a signature gets no matcher (generating and compiling it would cost
+#: more than the calls it speeds up are likely to save).
+MATCHER_NODES = 50_000
+
+
+def matcher(structure: Any) -> Callable[[Any, list, list], bool] | None:
+    """A function ``match(value, tensors, places)`` that says whether ``flatten(value,
+    tensors, places)`` would give ``structure``, appending the same tensors and places when
+    it would, without building the signature (which a replayed call would then hash and
+    compare): straight-line Python generated once per record, a few tests per node and no
+    call per node. It answers ``False`` on any difference, and on anything it is not sure of
+    (an exception, a NaN constant), where the caller flattens as usual; it never answers
+    ``True`` where ``flatten`` would give another signature. ``None`` for signatures it does
+    not cover (quantized tensors, very large ones)."""
+    emitter = _Emitter()
+    try:
+        emitter.node("value", structure, "None", "None")
+    except _Unmatched:
+        return None
+    body = "\n".join("        " + line for line in emitter.lines)
+    source = ("def match(value, tensors, places):\n    try:\n" + (body or "        pass") +
+              "\n    except Exception:\n        return False\n    return True\n")
+    space = {"Tensor": Tensor, "_attributes": _attributes, **emitter.constants}
+    exec(compile(source, "<burnish.capture signature>", "exec"), space)  # noqa: S102
+    return space["match"]
+
+
+class _Unmatched(Exception):
+    """A signature ``matcher`` does not cover."""
+
+
+#: Constants a matcher spells as literals.
+_LITERALS = (type(None), bool, int, str)
+
+
+class _Emitter:
+    """The lines of a matcher: per node of a signature, the tests that its value passes only
+    if flattening it gives that node (``flatten``'s cases, in its order)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.constants: dict[str, Any] = {}  # the matcher's globals: k0, k1, ...
+        self.names = 0
+
+    def constant(self, value: Any) -> str:
+        if type(value) in _LITERALS:
+            return repr(value)
+        name = f"k{len(self.constants)}"
+        self.constants[name] = value
+        return name
+
+    def fresh(self) -> str:
+        self.names += 1
+        if self.names > MATCHER_NODES:
+            raise _Unmatched
+        return f"v{self.names}"
+
+    def node(self, var: str, node: Any, parent: str, at: str) -> None:
+        out = self.lines.append
+        if node is Tensor:
+            out(f"if not isinstance({var}, Tensor): return False")
+            out(f"tensors.append({var}); places.append(({parent}, {at}))")
+            return
+        kind = node[0]
+        category = _category(kind)
+        k = self.constant(kind)
+        if category == _CONSTANT:
+            out(f"if type({var}) is not {k} or not ({var} == {self.constant(node[1])}): "
+                "return False")
+        elif category == _SEQUENCE:
+            out(f"if type({var}) is not {k} or len({var}) != {len(node) - 1}: return False")
+            self._parts(var, var, [(str(i), part) for i, part in enumerate(node[1:])])
+        elif category == _MAPPING:
+            self._keyed(var, f"type({var}) is not {k}", var, node[1:])
+        elif category != _OBJECT:
+            raise _Unmatched  # quantized tensors: their scheme and parts
+        elif len(node) == 2 and type(node[1]) is not tuple:  # no attributes: the object
+            found = node[1]
+            if type(found) is _Identity:
+                out(f"if type({var}) is not {k} or {var} is not "
+                    f"{self.constant(found.value)}: return False")
+                return
+            out(f"if type({var}) is not {k} or _attributes({var}) is not None: return False")
+            out(f"hash({var})")  # flatten keeps an unhashable object by identity instead
+            out(f"if not ({var} == {self.constant(found)}): return False")
+        elif getattr(kind, "__getattr__", None) is not None or issubclass(kind, _CODE):
+            attributes = self.fresh()  # what _attributes finds: asked as flatten asks
+            out(f"{attributes} = _attributes({var})")
+            self._keyed(var, f"type({var}) is not {k} or {attributes} is None", attributes,
+                        node[1:])
+        elif kind.__dictoffset__:  # its instances' attributes: their __dict__
+            attributes = self.fresh()
+            out(f"if type({var}) is not {k}: return False")
+            out(f"{attributes} = {var}.__dict__")
+            self._keyed(var, "False", attributes, node[1:])
+        else:  # its slots: those set, in the order _attributes lists them
+            self._slots(var, k, kind, node[1:])
+
+    def _keyed(self, var: str, test: str, mapping: str, parts: tuple) -> None:
+        """A mapping's (or an attribute dict's) test, its keys in order, then its values."""
+        keys = tuple(key for key, _ in parts)
+        self.lines.append(f"if {test} or tuple({mapping}) != {self.constant(keys)}: "
+                          "return False")
+        if parts:
+            names = [self.fresh() for _ in parts]
+            self.lines.append(f"({', '.join(names)},) = {mapping}.values()")
+            for name, (key, part) in zip(names, parts):
+                self.node(name, part, var, self.constant(key))
+
+    def _parts(self, var: str, items: str, parts: list[tuple[str, Any]]) -> None:
+        """A sequence's items (``(index, node)`` pairs), unpacked at once."""
+        if parts:
+            names = [self.fresh() for _ in parts]
+            self.lines.append(f"({', '.join(names)},) = {items}")
+            for name, (at, part) in zip(names, parts):
+                self.node(name, part, var, at)
+
+    def _slots(self, var: str, k: str, kind: type, parts: tuple) -> None:
+        """An object of ``__slots__``: each slot set where the signature has it, unset
+        where it has not."""
+        names = _SLOTS[kind] if kind in _SLOTS else _slot_names(kind)
+        found = dict(parts)
+        if not names or [n for n in names if n in found] != list(found):
+            raise _Unmatched
+        out = self.lines.append
+        out(f"if type({var}) is not {k}: return False")
+        for name in names:
+            if name not in found:
+                out(f"if hasattr({var}, {name!r}): return False")
+                continue
+            value = self.fresh()
+            out(f"{value} = {var}.{name}")
+            self.node(value, found[name], var, repr(name))
+
+
 #: What ``flatten`` does with a value, by its type (worked out once per type).
 _TENSOR, _CONSTANT, _SEQUENCE, _MAPPING, _OBJECT, _QUANTIZED = range(6)
 _PARTS = ("values", "scales", "zero_points")
@@ -196,15 +331,20 @@ def _attributes(value: Any) -> dict | None:
         return found
     names = _SLOTS.get(type(value))
     if names is None:
-        names = _SLOTS[type(value)] = tuple(
-            name for cls in type(value).__mro__ for name in _slots_of(cls)
-            if name not in ("__weakref__", "__dict__"))
+        names = _slot_names(type(value))
     if not names:
         return None
     return {name: getattr(value, name) for name in names if hasattr(value, name)}
 
 
 _SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def _slot_names(kind: type) -> tuple[str, ...]:
+    """The slots of ``kind`` and its bases that hold attributes (worked out once per type)."""
+    names = _SLOTS[kind] = tuple(name for cls in kind.__mro__ for name in _slots_of(cls)
+                                 if name not in ("__weakref__", "__dict__"))
+    return names
 
 
 def _slots_of(cls: type) -> tuple[str, ...]:
