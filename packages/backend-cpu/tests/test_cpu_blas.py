@@ -85,6 +85,52 @@ def test_products_with_a_bias_set_by_the_threads_match_float64(gemm, dtype, monk
     assert not out.any()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_products_of_few_rows_streamed_match_float64_and_blas(gemm, dtype, monkeypatch):
+    """Blocks of 1 to 4 rows summed by the C loop with the right operand streamed (every
+    block, whatever its size: ``STREAM_BYTES`` 0): every row count, both layouts of ``a``,
+    column counts around the vector panels, a bias, beta, a batch summed into one matrix;
+    the same values on one and on two parts, and 5 rows still on BLAS."""
+    monkeypatch.setattr(blas, "STREAM_BYTES", 0)
+    rng = np.random.default_rng(3)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for (m, k, n), ta, split in itertools.product(
+            [(1, 1, 1), (2, 7, 15), (3, 33, 16), (4, 64, 65), (2, 130, 129), (4, 9, 200),
+             (1, 300, 64), (5, 20, 70)], (0, 1), (None, 0)):
+        monkeypatch.setattr(blas, "MIN_SPLIT_MACS", 1 << 60 if split is None else split)
+        blas._plan.cache_clear()
+        stored = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+        a = stored.T if ta else stored
+        b = rng.standard_normal((k, n)).astype(dtype)
+        bias = rng.standard_normal(n).astype(dtype)
+        expected = a.astype(np.float64) @ b.astype(np.float64)
+        out = np.full((m, n), np.nan, dtype)
+        bound = gemm.bind(a, b, out, bias)
+        with gemm.guard:
+            bound()
+        np.testing.assert_allclose(out, expected + bias, rtol=tol, atol=tol * max(1, k),
+                                   err_msg=f"{(m, k, n)} ta={ta} split={split}")
+        start = rng.standard_normal((m, n)).astype(dtype)
+        again = start.copy()
+        batch_a = np.stack([a, 2 * a])
+        with gemm.guard:
+            assert gemm.product(batch_a, b, again, accumulate=True, beta=0.5)
+        np.testing.assert_allclose(again, 0.5 * start + 3 * expected, rtol=tol,
+                                   atol=tol * max(1, k), err_msg=f"{(m, k, n)} accumulate")
+    # the split changes no sum: each runs over k in order, on whichever thread
+    a = rng.standard_normal((3, 257)).astype(dtype)
+    b = rng.standard_normal((257, 300)).astype(dtype)
+    outs = []
+    for split in (1 << 60, 0):
+        monkeypatch.setattr(blas, "MIN_SPLIT_MACS", split)
+        blas._plan.cache_clear()
+        out = np.empty((3, 300), dtype)
+        with gemm.guard:
+            gemm.bind(a, b, out, np.zeros(300, dtype))()
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
 def test_one_small_product_is_left_to_numpy(gemm):
     blas._plan.cache_clear()
     a, b = np.ones((8, 16), np.float32), np.ones((16, 8), np.float32)
