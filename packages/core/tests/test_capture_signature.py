@@ -184,3 +184,38 @@ def test_a_replayed_call_records_again_after_a_held_number_changes():
         np.testing.assert_array_equal(scaled(x).to_numpy(), np.arange(4) * 3.0)
     stats = scaled.stats()
     assert len(stats) == 2 and all(s["replays"] >= 1 for s in stats)
+
+
+class _Holder:
+    __slots__ = ("t", "name", "unset")
+
+
+class _Copied(_Holder):
+    __slots__ = ()
+
+    def __copy__(self):
+        out = _Copied()
+        out.name = "copied"
+        out.t = self.t
+        return out
+
+
+@pytest.mark.parametrize("kind", [_Holder, _Copied], ids=["slots", "own-copy"])
+def test_a_replay_rebuilds_objects_of_slots_around_the_new_tensors(kind):
+    """A returned object of ``__slots__`` is rebuilt slot by slot (set slots set, unset ones
+    unset), and one with a ``__copy__`` of its own through its copy."""
+    device = bn.backend("ndarray").default_device()
+
+    @bn.capture(strict=True)
+    def made(x):
+        out = kind()
+        out.t, out.name = x * 2, "n"
+        return out
+
+    for i in range(5):
+        x = Tensor.from_data(np.full(3, float(i), np.float32), device=device)
+        out = made(x)
+        assert type(out) is kind and not hasattr(out, "unset")
+        np.testing.assert_array_equal(out.t.to_numpy(), np.full(3, 2.0 * i))
+        assert out.name == "n"
+    assert made.stats()[0]["replays"] >= 2

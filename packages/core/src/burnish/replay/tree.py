@@ -448,6 +448,25 @@ def _put(out: Any, items: list[tuple[Any, Any]]) -> Any:
     return out
 
 
+_setattr = object.__setattr__
+
+
+def _plain_slots(value: Any) -> bool:
+    """Whether ``value`` is an object of ``__slots__`` alone (no ``__dict__``, not a container)
+    that ``copy.copy`` would copy slot by slot: no copying, pickling or ``__setattr__`` of its
+    own, so that a new object with its slots set is the same copy."""
+    kind = type(value)
+    if isinstance(value, tuple | list | dict) or hasattr(value, "__dict__"):
+        return False
+    if any(getattr(kind, name, None) is not getattr(object, name, None) for name in
+           ("__reduce_ex__", "__reduce__", "__getstate__", "__setattr__", "__new__")):
+        return False
+    if hasattr(kind, "__copy__") or hasattr(kind, "__setstate__"):
+        return False
+    names = _SLOTS[kind] if kind in _SLOTS else _slot_names(kind)
+    return bool(names)
+
+
 def _without_parts(value: Any, parts: list[tuple[Any, Any]]) -> Any:
     """A shallow copy of the container or object ``value`` with ``None`` where its parts are."""
     return _put(copy.copy(value), [(k, None) for k, _ in parts])
@@ -492,6 +511,19 @@ def builder(template: Any) -> Callable[[Iterator[Any]], Any]:
             return out
 
         return container
+    if _plain_slots(value):  # a parameter: a new object with the slots set, no copy.copy
+        fixed = [(name, getattr(value, name)) for name in _SLOTS[kind]
+                 if name not in template.parts and hasattr(value, name)]
+
+        def slotted(outputs: Iterator[Any]) -> Any:
+            out = _new(kind)
+            for name, part in fixed:
+                _setattr(out, name, part)
+            for name, make_part in parts:
+                _setattr(out, name, make_part(outputs))
+            return out
+
+        return slotted
     if isinstance(value, dict | list) or not hasattr(value, "__dict__"):
         skeleton = _without_parts(value, parts)
 
