@@ -22,6 +22,10 @@ class Generator(ABC):
     #: Whether ``ir.SharedLoadRun`` is rendered as one wide load (``shared_run``); otherwise
     #: it is spelled as one load per word before the walk.
     wide_shared_loads: bool = False
+    #: Whether broadcast elementwise ops run a row of their last dim per invocation
+    #: (``kernels.elementwise.ROW_CHUNK``): for generators whose invocations are loop
+    #: iterations (the CPU's), not for GPUs, whose neighbouring invocations read neighbours.
+    elementwise_rows: bool = False
 
     def __init__(self) -> None:
         self._helpers: dict[str, str] = {}

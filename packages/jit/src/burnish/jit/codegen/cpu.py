@@ -119,6 +119,7 @@ class CpuGenerator(CGenerator):
                **dict.fromkeys(SMALL_FLOATS, "uint8_t")}
     INT_SUFFIX = {"i32": "", "u32": "u", "i64": "LL"}
     FUNCTION_QUALIFIER = "static inline "
+    elementwise_rows = True
 
     def __init__(self, vector_math: bool = False) -> None:
         super().__init__()

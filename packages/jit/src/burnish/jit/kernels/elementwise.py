@@ -26,6 +26,15 @@ from burnish.jit.tensor import JitTensor, contiguous_strides, numel
 WORKGROUP = 256
 #: The fewest elements a launch computes before its invocations take several elements each.
 SEVERAL_FROM = 1 << 20
+#: Runtimes whose generator runs invocations as loop iterations (the cpu backend's,
+#: ``elementwise_rows``) take a broadcast elementwise op a row at a time: an invocation walks
+#: up to ``ROW_CHUNK`` elements of the last (merged) dim, each input's position in the row
+#: worked out once, the walk a loop with unit or zero strides that the compiler vectorizes
+#: (per element, the general kernel divides out every coordinate of every broadcast input).
+#: Rows of at least ``ROW_MIN`` elements; ``ROW_WORKGROUP`` invocations a workgroup.
+ROW_CHUNK = 2048
+ROW_MIN = 8
+ROW_WORKGROUP = 4
 _LAZY = lazy.RECORDING
 _new = object.__new__
 
@@ -328,8 +337,14 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
     plain = () if flat else tuple(tuple(strides) == contiguous_strides(tuple(dims))
                                   for strides in layouts)
     several = elements_per_invocation(runtime.generator, n, in_dtypes)
+    rows = (not flat and ndim >= 2 and dims[-1] >= ROW_MIN
+            and getattr(runtime.generator, "elementwise_rows", False))
+    # In rows, each input's last stride as the walk takes it: 0, 1, or read from the info.
+    inner = tuple(min(strides[-1], 2) if strides[-1] >= 0 else 2
+                  for strides in layouts) if rows else ()
     plan.key = ("elementwise", op, in_dtypes, out_dtype.name, scalar_types,
-                "flat" if flat else (ndim, plain), several)
+                "flat" if flat else (ndim, plain, inner, ROW_CHUNK) if rows else (ndim, plain),
+                several)
 
     info: list[int] = [n]
     if flat:
@@ -339,12 +354,64 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
         for x, strides in zip(inputs, layouts):
             info.append(x.offset)
             info += strides
+    if rows:
+        cols = dims[-1]
+        chunks = -(-cols // ROW_CHUNK)
+        invocations = n // cols * chunks
+        info += [invocations, chunks]
     scalar_at = len(info)
     # With scalars, each launch packs its own (``packer``); ``info`` serves launches without.
     plan.packer = ScalarPacker(info, [d for _, d in scalars])
     plan.info = np.asarray(info, dtype=np.int32)
     plan.info.flags.writeable = False  # launches may keep it by identity (cuda does)
     plan.groups = grid(-(-max(n, 1) // (WORKGROUP * several)))
+    if rows:
+        plan.groups = grid(-(-max(invocations, 1) // ROW_WORKGROUP))
+
+    def scalar_values_of(k: KernelBuilder) -> list[ir.Expr]:
+        at, found = scalar_at, []
+        for ty in scalar_types:
+            found.append(info_scalar(k, at, ty))
+            at += 2 if ty in ("i64", "f64") else 1
+        return found
+
+    def build_rows() -> ir.Kernel:
+        """An invocation per chunk of a row of the last dim: each input's start in the row
+        once, then a loop over the chunk."""
+        k = KernelBuilder(f"ew_{op}", (ROW_WORKGROUP, 1, 1))
+        out_buf = k.buffer("out", out_dtype, writable=True)
+        bufs = [k.buffer("in", d) for d in in_dtypes]
+        g = k.global_index()
+        with k.if_(g >= k.info(scalar_at - 2)):
+            k.return_()
+        chunks, cols = k.info(scalar_at - 1), k.info(ndim)
+        row = k.let(g / chunks, "row")
+        start = k.let((g % chunks) * ROW_CHUNK, "c0")
+        stop = k.let(ir.select(start + ROW_CHUNK < cols, start + ROW_CHUNK, cols), "c1")
+        out_base = k.let(row * cols, "o")
+        bases = []
+        for j in range(len(bufs)):
+            at = 1 + ndim + j * (ndim + 1)
+            if plain[j]:
+                bases.append(k.let(out_base + k.info(at), "b"))
+            else:
+                bases.append(strided_offset(k, row, ndim - 1, 1, at + 1, k.info(at)))
+        scalar_values = scalar_values_of(k)
+        with k.for_(start, stop, name="c") as c:
+            values = []
+            for j, buf in enumerate(bufs):
+                at = 1 + ndim + j * (ndim + 1)
+                step = 1 if plain[j] else inner[j]
+                if step == 0:
+                    values.append(buf[bases[j]])
+                elif step == 1:
+                    values.append(buf[bases[j] + c])
+                else:
+                    values.append(buf[bases[j] + c * k.info(at + ndim)])
+            result = (fn(values, scalar_values, k) if getattr(fn, "uses_builder", False)
+                      else fn(values, scalar_values))
+            k.store(out_buf, out_base + c, result)
+        return k.build()
 
     def build() -> ir.Kernel:
         k = KernelBuilder(f"ew_{op}", (WORKGROUP, 1, 1))
@@ -362,10 +429,7 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
                 else:
                     pos = strided_offset(k, i, ndim, 1, at + 1, k.info(at))
                     values.append(buf[pos])
-            at, scalar_values = scalar_at, []
-            for ty in scalar_types:
-                scalar_values.append(info_scalar(k, at, ty))
-                at += 2 if ty in ("i64", "f64") else 1
+            scalar_values = scalar_values_of(k)
             if getattr(fn, "uses_builder", False):
                 return fn(values, scalar_values, k)
             return fn(values, scalar_values)
@@ -374,5 +438,5 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
                      lambda i, result: k.store(out_buf, i, result))
         return k.build()
 
-    plan.build = build
+    plan.build = build_rows if rows else build
     return plan
