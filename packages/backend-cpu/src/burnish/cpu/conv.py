@@ -87,6 +87,8 @@ static void NAME##_rows(const T *x, int64_t xsc, const int64_t *g, int transpose
                 for (int64_t o = 0; o < lo; o++) dst[o] = pad;                               \
                 if (a == 1 && xs[2] == 1) {                                                  \
                     memcpy(dst + lo, src + lo + b, sizeof(T) * (hi - lo));                   \
+                } else if (a == 2 && xs[2] == 1) { /* a constant stride: vector shuffles */  \
+                    for (int64_t o = lo; o < hi; o++) dst[o] = src[2 * o + b];               \
                 } else {                                                                     \
                     for (int64_t o = lo; o < hi; o++) dst[o] = src[(o * a + b) * xs[2]];     \
                 }                                                                            \
@@ -405,6 +407,8 @@ static void NAME##_depthwise_planes(void *context, int64_t begin, int64_t end) {
                 if (hi > wq) hi = wq;                                                        \
                 if (s[1] == 1 && xs[1] == 1) {                                               \
                     for (int64_t b = lo; b < hi; b++) row[b] = src[b + r1 - p[1]];           \
+                } else if (s[1] == 2 && xs[1] == 1) { /* constant stride: vector shuffles */ \
+                    for (int64_t b = lo; b < hi; b++) row[b] = src[2 * b + r1 - p[1]];       \
                 } else {                                                                     \
                     for (int64_t b = lo; b < hi; b++)                                        \
                         row[b] = src[(b * s[1] + r1 - p[1]) * xs[1]];                        \

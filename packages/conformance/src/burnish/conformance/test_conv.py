@@ -79,6 +79,17 @@ CASES = [
          bias=False),
 ]
 
+#: Shapes a backend may compute by other means than the general case's (checked on strided
+#: inputs too): depthwise planes at stride 2 with rows of 21 outputs and a channel
+#: multiplier; a few input channels at stride 2 on odd sizes (an image network's first
+#: layer).
+FAST_PATHS = [
+    Conv((19, 41), (3, 3), in_channels=3, out_channels=6, groups=3, stride=2, padding=1),
+    Conv((15, 13), (3, 3), in_channels=3, out_channels=16, stride=2, padding=1),
+]
+CASES += FAST_PATHS
+NON_CONTIGUOUS = CASES[1::3] + [case for case in FAST_PATHS if case not in CASES[1::3]]
+
 
 def run(case: Conv, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[len(case.size)]
@@ -113,7 +124,7 @@ def test_conv(device, dtype, case):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS[1:])
-@pytest.mark.parametrize("case", CASES[1::3], ids=[str(c) for c in CASES[1::3]])
+@pytest.mark.parametrize("case", NON_CONTIGUOUS, ids=[str(c) for c in NON_CONTIGUOUS])
 @pytest.mark.parametrize("dtype", [float32], ids=["float32"])
 def test_conv_non_contiguous(device, dtype, case, layout):
     x, weight, bias = arrays(case, dtype)
