@@ -14,6 +14,12 @@ Patch rows are made line by line: a line of the output's last dim reads one line
 (a run of ``memcpy`` for unit strides), with zeros where taps fall in the padding; transposed
 convolutions (input gradients) gather the same way, with a tap landing on the input only where
 its position divides by the stride.
+
+Pointwise convolutions (one tap, unit strides, no padding) need no patch rows: BLAS multiplies
+the input where it lies. Where a sample has a single position (a squeeze-excite block's 1x1
+on 1x1 inputs), the samples are the rows of one product per group: the weights, read for a
+handful of multiply-adds each, are read once rather than once per sample. Depthwise
+convolutions sum their taps directly (``DEPTHWISE``).
 """
 
 from __future__ import annotations
@@ -138,6 +144,9 @@ void burnish_patches_u8(const int64_t *g, const uint8_t *x, int64_t xsb, int64_t
 
 /* Multiply-adds from which a convolution's tasks are shared between the threads. */
 #define PARALLEL_MACS (1 << 18)
+/* Output channels per task of a convolution of one position per sample, where it has
+   PARALLEL_MACS multiply-adds. */
+#define SAMPLE_ROWS_PART 128
 
 #define CONV(NAME, ROWS_OF, T, I)                                                            \
 typedef void (*NAME##_gemm)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
@@ -152,7 +161,31 @@ struct NAME##_args {                                                            
     int64_t tasks, size, parts;                                                              \
     T *out, **sums;                                                                          \
     int failed;                                                                              \
+    int64_t batch;                                                                           \
 };                                                                                           \
+                                                                                             \
+/* Tasks [begin, end) of a convolution with one output position per sample (a 1x1 on 1x1     \
+   inputs: a squeeze-excite block's), one product per task for the whole batch: x's rows the \
+   samples (xsb apart, channels contiguous), out [batch, groups * m], a task a group and a   \
+   part of its output channels (parts by the shape alone, not by the threads). */            \
+static void NAME##_sample_rows(void *context, int64_t begin, int64_t end) {                  \
+    struct NAME##_args *a = context;                                                         \
+    int64_t m = a->m, inner = a->inner, parts = a->parts, batch = a->batch;                  \
+    int64_t width = a->groups * m, lda = batch > 1 ? a->xsb : (inner > 1 ? inner : 1);       \
+    for (int64_t task = begin; task < end; task++) {                                         \
+        int64_t gi = task / parts, part = task % parts;                                      \
+        int64_t m0 = m * part / parts, m1 = m * (part + 1) / parts;                          \
+        T *o = a->out + gi * m + m0;                                                         \
+        if (m1 <= m0) continue;                                                              \
+        if (a->bias)                                                                         \
+            for (int64_t n = 0; n < batch; n++)                                              \
+                memcpy(o + n * width, a->bias + gi * m + m0, sizeof(T) * (m1 - m0));         \
+        a->gemm(101, 111, 112, (I)batch, (I)(m1 - m0), (I)inner, (T)1,                       \
+                a->x + gi * a->channels * a->xsc, (I)lda, a->w + (gi * m + m0) * inner, (I)inner,           \
+                a->bias ? (T)1 : (T)0, o, (I)width);                                         \
+    }                                                                                        \
+}                                                                                            \
+                                                                                             \
                                                                                              \
 /* Forward tasks [begin, end), on one patch buffer. */                                       \
 static void NAME##_forward_tasks(void *context, int64_t begin, int64_t end) {                \
@@ -207,7 +240,16 @@ int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64
     int64_t macs = batch * groups * m * inner * positions;                                   \
     struct NAME##_args a = {(NAME##_gemm)fn, g, transposed, pointwise, x, w, bias, NULL,     \
                             xsb, xsc, groups, channels, m, positions, inner, lines,          \
-                            lines_per_block, blocks, tasks, 0, 0, out, NULL, 0};             \
+                            lines_per_block, blocks, tasks, 0, 0, out, NULL, 0, batch};      \
+    /* One position per sample, channels contiguous: one product per group for the whole     \
+       batch, so that the weights are read once, not once per sample. */                     \
+    if (pointwise && positions == 1 && (channels == 1 || xsc == 1) && inner > 0 && m > 0     \
+            && (batch == 1 || xsb >= inner)) {                                               \
+        a.parts = macs >= PARALLEL_MACS ? (m + SAMPLE_ROWS_PART - 1) / SAMPLE_ROWS_PART : 1; \
+        burnish_parallel(NAME##_sample_rows, &a, groups * a.parts,                           \
+                         burnish_parts(groups * a.parts > 1));                               \
+        return 0;                                                                            \
+    }                                                                                        \
     burnish_parallel(NAME##_forward_tasks, &a, tasks,                                        \
                      burnish_parts(tasks > 1 && macs >= PARALLEL_MACS));                     \
     return a.failed;                                                                         \
@@ -596,7 +638,8 @@ class NativeConv:
         channels * taps]`` (contiguous) times the patches of ``x`` (any strides). Depthwise
         convolutions of 1 or 2 spatial dims (one input channel per group, not transposed) sum
         their taps directly; 3x3 ones at unit stride with enough channels and positions go
-        through ``burnish.cpu.winograd``."""
+        through ``burnish.cpu.winograd``; pointwise ones multiply ``x`` where it lies (the
+        batch as one product's rows where a sample has one position)."""
         self.bind_forward(x, weight, bias, out, words, groups, transposed)()
 
     def bind_forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,

@@ -82,10 +82,13 @@ CASES = [
 #: Shapes a backend may compute by other means than the general case's (checked on strided
 #: inputs too): depthwise planes at stride 2 with rows of 21 outputs and a channel
 #: multiplier; a few input channels at stride 2 on odd sizes (an image network's first
-#: layer).
+#: layer); 1x1 on 1x1 inputs (squeeze-excite blocks: the batch as the rows of one product),
+#: grouped without bias, and one large enough to be cut into parts of its output channels.
 FAST_PATHS = [
     Conv((19, 41), (3, 3), in_channels=3, out_channels=6, groups=3, stride=2, padding=1),
     Conv((15, 13), (3, 3), in_channels=3, out_channels=16, stride=2, padding=1),
+    Conv((1, 1), (1, 1), in_channels=6, out_channels=4, groups=2, batch=3, bias=False),
+    Conv((1, 1), (1, 1), in_channels=256, out_channels=300, batch=4),
 ]
 CASES += FAST_PATHS
 NON_CONTIGUOUS = CASES[1::3] + [case for case in FAST_PATHS if case not in CASES[1::3]]
