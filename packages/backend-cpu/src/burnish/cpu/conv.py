@@ -397,10 +397,18 @@ int NAME##_weight_grad(void *fn, const int64_t *g, const T *x, int64_t xsb, int6
    planes (phase (r0, r1) holds the padded input's rows r0, r0 + s0, ... and columns r1,
    r1 + s1, ...), so that every tap reads one phase plane at a fixed offset, as with unit
    strides. Output rows are then computed wq wide (wq: a phase plane's width, a few columns
-   more than the output's), as one run over all the rows: LANES outputs at a time (a vector
-   register) take every tap, each a contiguous load, before they are stored; the extra
-   columns are dropped when the rows are stored. */
-#define DEPTHWISE(NAME, T, LANES)                                                            \
+   more than the output's), as one run over all the rows: VECTORS times LANES outputs at a
+   time (their sums in vector registers, VECTORS of them so that the adds of one tap do not
+   wait for the last's) take every tap, each a contiguous load, before they are stored; the
+   extra columns are dropped when the rows are stored.
+   Where the output rows are short (at most LANE_ROWS: a deep layer's 7x7 and 14x14), a row
+   of a plane fills a vector or two at most, and copying it in and out costs more than its
+   taps: there, with one output channel per group and LANES channels or more, a task takes
+   LANES channels of a sample at once, one per vector lane (its phase planes hold LANES
+   values per position), so that every vector load and multiply-add does useful work. */
+#define LANE_ROWS 16
+
+#define DEPTHWISE(NAME, T, LANES, VECTORS)                                                   \
 typedef T NAME##_lanes __attribute__((vector_size(LANES * sizeof(T))));                      \
 struct NAME##_depthwise_args {                                                               \
     const int64_t *g, *offsets;                                                              \
@@ -408,7 +416,26 @@ struct NAME##_depthwise_args {                                                  
     int64_t xsb, xsc, groups, m, room;                                                       \
     T *out;                                                                                  \
     int failed;                                                                              \
+    int64_t hq, wq, blocks;                                                                  \
 };                                                                                           \
+                                                                                             \
+/* acc[0, vectors * LANES) = the sum over taps t of wc[t] times from[offsets[t] + ...]:      \
+   inlined where vectors is a constant (at most 8), so that the sums stay in registers. */   \
+static inline __attribute__((always_inline)) void NAME##_sums(                               \
+        const T *from, const int64_t *offsets, const T *wc, int64_t taps, T *acc,            \
+        int vectors) {                                                                       \
+    NAME##_lanes sum[8] = {{0}}, v;                                                          \
+    for (int64_t t = 0; t < taps; t++) {                                                     \
+        T weight = wc[t];                                                                    \
+        _Pragma("GCC unroll 8")                                                              \
+        for (int r = 0; r < vectors; r++) {                                                  \
+            memcpy(&v, from + offsets[t] + r * LANES, sizeof v);                             \
+            sum[r] += weight * v;                                                            \
+        }                                                                                    \
+    }                                                                                        \
+    memcpy(acc, sum, sizeof(NAME##_lanes) * vectors);                                        \
+}                                                                                            \
+                                                                                             \
                                                                                              \
 /* Planes [begin, end) of a depthwise convolution, on one buffer of phase planes. */         \
 static void NAME##_depthwise_planes(void *context, int64_t begin, int64_t end) {             \
@@ -457,14 +484,22 @@ static void NAME##_depthwise_planes(void *context, int64_t begin, int64_t end) {
                 }                                                                            \
             }                                                                                \
         }                                                                                    \
-        /* the last lanes past the rows read the buffer's slack and are dropped */           \
-        for (int64_t i = 0; i < o[0] * wq; i += LANES) {                                     \
-            NAME##_lanes sum = {0}, v;                                                       \
-            for (int64_t t = 0; t < taps; t++) {                                             \
-                memcpy(&v, phases + offsets[t] + i, sizeof v);                               \
-                sum += wc[t] * v;                                                            \
+        /* up to VECTORS vectors at a time (as many as are left), their sums in registers,   \
+           each tap's weight read once for them all. The last lanes past the rows read the   \
+           buffer's slack and are dropped. */                                                \
+        for (int64_t i = 0; i < o[0] * wq; i += VECTORS * LANES) {                           \
+            int64_t left = (o[0] * wq - i + LANES - 1) / LANES;                              \
+            const T *from = phases + i;                                                      \
+            switch (left < VECTORS ? left : VECTORS) {                                       \
+            case 1: NAME##_sums(from, offsets, wc, taps, acc + i, 1); break;                 \
+            case 2: NAME##_sums(from, offsets, wc, taps, acc + i, 2); break;                 \
+            case 3: NAME##_sums(from, offsets, wc, taps, acc + i, 3); break;                 \
+            case 4: NAME##_sums(from, offsets, wc, taps, acc + i, 4); break;                 \
+            case 5: NAME##_sums(from, offsets, wc, taps, acc + i, 5); break;                 \
+            case 6: NAME##_sums(from, offsets, wc, taps, acc + i, 6); break;                 \
+            case 7: NAME##_sums(from, offsets, wc, taps, acc + i, 7); break;                 \
+            default: NAME##_sums(from, offsets, wc, taps, acc + i, 8); break;                \
             }                                                                                \
-            memcpy(acc + i, &sum, sizeof sum);                                               \
         }                                                                                    \
         T start = bias ? bias[c] : (T)0;                                                     \
         T *target = out + plane * positions;                                                 \
@@ -474,6 +509,97 @@ static void NAME##_depthwise_planes(void *context, int64_t begin, int64_t end) {
     }                                                                                        \
     free(phases);                                                                            \
 }                                                                                            \
+                                                                                             \
+/* acc[r] = start + the sum over taps t of wv[t] times the LANES channels at                 \
+   from + (offsets[t] + r) * LANES, r < vectors: inlined where vectors is a constant (at     \
+   most 8), so that the sums stay in registers. */                                           \
+static inline __attribute__((always_inline)) void NAME##_lane_sums(                          \
+        const T *from, const int64_t *offsets, const T *wv, int64_t taps, T start, T *acc,   \
+        int vectors) {                                                                       \
+    NAME##_lanes sum[8] = {{0}}, v, weight;                                                  \
+    for (int64_t t = 0; t < taps; t++) {                                                     \
+        const T *at = from + offsets[t] * LANES;                                             \
+        memcpy(&weight, wv + t * LANES, sizeof weight);                                      \
+        _Pragma("GCC unroll 8")                                                              \
+        for (int r = 0; r < vectors; r++) {                                                  \
+            memcpy(&v, at + r * LANES, sizeof v);                                            \
+            sum[r] += weight * v;                                                            \
+        }                                                                                    \
+    }                                                                                        \
+    for (int r = 0; r < vectors; r++) {                                                      \
+        v = start + sum[r];                                                                  \
+        memcpy(acc + r * LANES, &v, sizeof v);                                               \
+    }                                                                                        \
+}                                                                                            \
+                                                                                             \
+/* Blocks [begin, end) of a depthwise convolution of one output channel per group and small  \
+   output rows, LANES channels of a sample a block (the last block of a sample its last      \
+   LANES channels, of which it stores those the block before did not), a channel a lane:     \
+   the block's input is copied into phase planes as the planes' kernel copies one channel,   \
+   here with LANES channels side by side per position, then every output position takes      \
+   its taps' LANES-wide loads, however short the rows. */                                    \
+static void NAME##_depthwise_lanes(void *context, int64_t begin, int64_t end) {              \
+    struct NAME##_depthwise_args *da = context;                                              \
+    const int64_t *g = da->g, *offsets = da->offsets;                                        \
+    const int64_t *in = g + 1, *o = g + 4, *k = g + 7, *s = g + 10, *p = g + 13;             \
+    const int64_t *xs = g + 19;                                                              \
+    int64_t xsb = da->xsb, xsc = da->xsc, groups = da->groups;                               \
+    int64_t positions = o[0] * o[1], taps = k[0] * k[1];                                     \
+    int64_t wq = da->wq, hq = da->hq, phase = (hq + 1) * wq, blocks = da->blocks;            \
+    T *phases = calloc(s[0] * s[1] * phase * LANES + (taps + positions) * LANES, sizeof(T)); \
+    if (!phases) {                                                                           \
+        __atomic_store_n(&da->failed, 1, __ATOMIC_RELAXED);                                  \
+        return;                                                                              \
+    }                                                                                        \
+    T *wv = phases + s[0] * s[1] * phase * LANES, *acc = wv + taps * LANES;                  \
+    for (int64_t block = begin; block < end; block++) {                                      \
+        int64_t n = block / blocks, first = (block % blocks) * LANES;                        \
+        int64_t c0 = first + LANES <= groups ? first : groups - LANES;                       \
+        const T *xn = da->x + n * xsb + c0 * xsc;                                            \
+        for (int64_t r0 = 0; r0 < s[0]; r0++)                                                \
+        for (int64_t r1 = 0; r1 < s[1]; r1++) {                                              \
+            T *ph = phases + (r0 * s[1] + r1) * phase * LANES;                               \
+            int64_t lo = p[1] - r1 <= 0 ? 0 : (p[1] - r1 + s[1] - 1) / s[1];                 \
+            int64_t hi = in[1] + p[1] - r1 <= 0 ? 0 : (in[1] + p[1] - r1 - 1) / s[1] + 1;    \
+            if (hi > wq) hi = wq;                                                            \
+            for (int64_t a = 0; a < hq; a++) {                                               \
+                int64_t i0 = a * s[0] + r0 - p[0];                                           \
+                if (i0 < 0 || i0 >= in[0]) continue;                                         \
+                for (int64_t b = lo; b < hi; b++) {                                          \
+                    const T *src = xn + i0 * xs[0] + (b * s[1] + r1 - p[1]) * xs[1];         \
+                    T *dst = ph + (a * wq + b) * LANES;                                      \
+                    for (int lane = 0; lane < LANES; lane++) dst[lane] = src[lane * xsc];    \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+        for (int64_t t = 0; t < taps; t++)                                                   \
+            for (int lane = 0; lane < LANES; lane++)                                         \
+                wv[t * LANES + lane] = da->w[(c0 + lane) * taps + t];                        \
+        for (int64_t a = 0; a < o[0]; a++)                                                   \
+            for (int64_t b = 0; b < o[1]; b += 8) {                                          \
+                const T *from = phases + (a * wq + b) * LANES;                               \
+                T *to = acc + (a * o[1] + b) * LANES;                                        \
+                switch (o[1] - b < 8 ? o[1] - b : 8) {                                       \
+                case 1: NAME##_lane_sums(from, offsets, wv, taps, 0, to, 1); break;          \
+                case 2: NAME##_lane_sums(from, offsets, wv, taps, 0, to, 2); break;          \
+                case 3: NAME##_lane_sums(from, offsets, wv, taps, 0, to, 3); break;          \
+                case 4: NAME##_lane_sums(from, offsets, wv, taps, 0, to, 4); break;          \
+                case 5: NAME##_lane_sums(from, offsets, wv, taps, 0, to, 5); break;          \
+                case 6: NAME##_lane_sums(from, offsets, wv, taps, 0, to, 6); break;          \
+                case 7: NAME##_lane_sums(from, offsets, wv, taps, 0, to, 7); break;          \
+                default: NAME##_lane_sums(from, offsets, wv, taps, 0, to, 8); break;         \
+                }                                                                            \
+            }                                                                                \
+        for (int64_t lane = first - c0; lane < LANES; lane++) {                              \
+            T start = da->bias ? da->bias[c0 + lane] : (T)0;                                 \
+            T *target = da->out + (n * groups + c0 + lane) * positions;                      \
+            for (int64_t q = 0; q < positions; q++)                                          \
+                target[q] = start + acc[q * LANES + lane];                                   \
+        }                                                                                    \
+    }                                                                                        \
+    free(phases);                                                                            \
+}                                                                                            \
+                                                                                             \
                                                                                              \
 int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch,  \
                      int64_t groups, const T *w, int64_t m, const T *bias, T *out) {         \
@@ -490,14 +616,21 @@ int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int
                                       + (e0 / s[0]) * wq + e1 / s[1];                        \
         }                                                                                    \
     struct NAME##_depthwise_args da = {g, offsets, x, w, bias, xsb, xsc, groups, m, room,    \
-                                       out, 0};                                              \
+                                       out, 0, hq, wq, (groups + LANES - 1) / LANES};        \
+    /* Short output rows (a deep layer's), one output channel per group and channels         \
+       enough: LANES channels at a time, a channel a lane. */                                \
+    if (m == 1 && groups >= LANES && o[1] <= LANE_ROWS) {                                    \
+        burnish_parallel(NAME##_depthwise_lanes, &da, batch * da.blocks,                     \
+                         burnish_parts(planes * positions * taps >= 32768));                 \
+        return da.failed;                                                                    \
+    }                                                                                        \
     burnish_parallel(NAME##_depthwise_planes, &da, planes,                                   \
                      burnish_parts(planes * positions * taps >= 32768));                     \
     return da.failed;                                                                        \
 }
 
-DEPTHWISE(burnish_conv_f32, float, 16)
-DEPTHWISE(burnish_conv_f64, double, 8)
+DEPTHWISE(burnish_conv_f32, float, 16, 8)
+DEPTHWISE(burnish_conv_f64, double, 8, 8)
 
 CONV(burnish_conv_f32_i64, burnish_f32, float, int64_t)
 CONV(burnish_conv_f64_i64, burnish_f64, double, int64_t)

@@ -80,11 +80,18 @@ CASES = [
 ]
 
 #: Shapes a backend may compute by other means than the general case's (checked on strided
-#: inputs too): depthwise planes at stride 2 with rows of 21 outputs and a channel
+#: inputs too): depthwise with channels enough to take a vector's worth at a time, one a lane
+#: (16 float32, 8 float64), with a partial last vector (20, 17 channels), stride 2 on odd
+#: sizes, dilation; depthwise planes with rows wider than that (21 outputs) and a channel
 #: multiplier; a few input channels at stride 2 on odd sizes (an image network's first
 #: layer); 1x1 on 1x1 inputs (squeeze-excite blocks: the batch as the rows of one product),
 #: grouped without bias, and one large enough to be cut into parts of its output channels.
 FAST_PATHS = [
+    Conv((7, 9), (5, 5), in_channels=20, out_channels=20, groups=20, padding=2),
+    Conv((13, 13), (3, 3), in_channels=24, out_channels=24, groups=24, batch=3, stride=2,
+         padding=1, bias=False),
+    Conv((9, 10), (3, 3), in_channels=17, out_channels=17, groups=17, stride=(1, 2),
+         dilation=2, padding=(2, 1)),
     Conv((19, 41), (3, 3), in_channels=3, out_channels=6, groups=3, stride=2, padding=1),
     Conv((15, 13), (3, 3), in_channels=3, out_channels=16, stride=2, padding=1),
     Conv((1, 1), (1, 1), in_channels=6, out_channels=4, groups=2, batch=3, bias=False),
