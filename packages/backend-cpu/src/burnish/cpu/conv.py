@@ -145,8 +145,11 @@ void burnish_patches_u8(const int64_t *g, const uint8_t *x, int64_t xsb, int64_t
 /* Multiply-adds from which a convolution's tasks are shared between the threads. */
 #define PARALLEL_MACS (1 << 18)
 /* Output channels per task of a convolution of one position per sample, where it has
-   PARALLEL_MACS multiply-adds. */
+   PARALLEL_MACS multiply-adds or SAMPLE_ROWS_WEIGHTS weights: with so few multiply-adds per
+   weight, a large one is bound by the reading of its weights (cold in a replay), which the
+   threads share. */
 #define SAMPLE_ROWS_PART 128
+#define SAMPLE_ROWS_WEIGHTS (1 << 15)
 
 #define CONV(NAME, ROWS_OF, T, I)                                                            \
 typedef void (*NAME##_gemm)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
@@ -245,7 +248,8 @@ int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64
        batch, so that the weights are read once, not once per sample. */                     \
     if (pointwise && positions == 1 && (channels == 1 || xsc == 1) && inner > 0 && m > 0     \
             && (batch == 1 || xsb >= inner)) {                                               \
-        a.parts = macs >= PARALLEL_MACS ? (m + SAMPLE_ROWS_PART - 1) / SAMPLE_ROWS_PART : 1; \
+        int split = macs >= PARALLEL_MACS || m * inner >= SAMPLE_ROWS_WEIGHTS;               \
+        a.parts = split ? (m + SAMPLE_ROWS_PART - 1) / SAMPLE_ROWS_PART : 1;                 \
         burnish_parallel(NAME##_sample_rows, &a, groups * a.parts,                           \
                          burnish_parts(groups * a.parts > 1));                               \
         return 0;                                                                            \
