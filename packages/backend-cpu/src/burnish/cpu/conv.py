@@ -966,7 +966,7 @@ class NativeConv:
                     x.strides[1] // size, batch, groups, weight.ctypes.data, weight.shape[1],
                     bias_address, out.ctypes.data)
         elif (not transposed and out.dtype.name in self.few and words[0] == 1 and words[6] == 1
-              and channels * int(words[7]) * int(words[8]) <= FEW_INNER
+              and 0 < channels * int(words[7]) * int(words[8]) <= FEW_INNER
               and words[7] * words[8] > 1):
             function, what = self.few[out.dtype.name], "a convolution's phase planes"
             m = weight.shape[1]
