@@ -186,8 +186,8 @@ static void NAME##_sample_rows(void *context, int64_t begin, int64_t end) {     
             for (int64_t n = 0; n < batch; n++)                                              \
                 memcpy(o + n * width, a->bias + gi * m + m0, sizeof(T) * (m1 - m0));         \
         a->gemm(101, 111, 112, (I)batch, (I)(m1 - m0), (I)inner, (T)1,                       \
-                a->x + gi * a->channels * a->xsc, (I)lda, a->w + (gi * m + m0) * inner, (I)inner,           \
-                a->bias ? (T)1 : (T)0, o, (I)width);                                         \
+                a->x + gi * a->channels * a->xsc, (I)lda,                                    \
+                a->w + (gi * m + m0) * inner, (I)inner, a->bias ? (T)1 : (T)0, o, (I)width); \
     }                                                                                        \
 }                                                                                            \
                                                                                              \
