@@ -35,6 +35,44 @@ import numpy as np
 from burnish.cpu import winograd
 from burnish.jit.codegen.cpu import PARALLEL_HEADER
 
+
+def _turn_source(name: str, ctype: str, lanes: int) -> str:
+    """C of ``name(src, ld_src, dst, ld_dst)``: ``dst[j * ld_dst + i] = src[i * ld_src + j]``
+    for a ``lanes`` x ``lanes`` tile (a transpose), in log2(lanes) rounds of two-input vector
+    shuffles, each of which swaps one bit of the row index with that bit of the column index;
+    element by element where the compiler has no ``__builtin_shufflevector`` (GCC before 12).
+    """
+    rows = f"{name}_rows"
+    lines = [f"typedef {ctype} {rows} __attribute__((vector_size({lanes} * sizeof({ctype}))));",
+             f"static inline void {name}(const {ctype} *src, int64_t ld_src, {ctype} *dst,",
+             "                          int64_t ld_dst) {",
+             "#if defined(__clang__) || __GNUC__ >= 12",
+             f"    {rows} r[{lanes}], t[{lanes}];",
+             f"    for (int i = 0; i < {lanes}; i++) memcpy(&r[i], src + i * ld_src, sizeof r[i]);"]
+    bit = 1
+    while bit < lanes:
+        low = ", ".join(str(c + lanes - bit if c & bit else c) for c in range(lanes))
+        high = ", ".join(str(c + lanes if c & bit else c + bit) for c in range(lanes))
+        for row in range(lanes):
+            if not row & bit:
+                lines.append(f"    t[{row}] = __builtin_shufflevector(r[{row}], r[{row + bit}], "
+                             f"{low});")
+                lines.append(f"    t[{row + bit}] = __builtin_shufflevector(r[{row}], "
+                             f"r[{row + bit}], {high});")
+        lines.append("    memcpy(r, t, sizeof r);")
+        bit *= 2
+    lines += [f"    for (int i = 0; i < {lanes}; i++)",
+              "        memcpy(dst + i * ld_dst, &r[i], sizeof r[i]);",
+              "#else",
+              f"    for (int i = 0; i < {lanes}; i++)",
+              f"        for (int j = 0; j < {lanes}; j++)",
+              "            dst[j * ld_dst + i] = src[i * ld_src + j];",
+              "#endif",
+              "}",
+              ""]
+    return "\n".join(lines)
+
+
 SOURCE = PARALLEL_HEADER + r"""
 #include <stdint.h>
 #include <stdlib.h>
@@ -559,17 +597,57 @@ static void NAME##_depthwise_lanes(void *context, int64_t begin, int64_t end) { 
     int64_t xsb = da->xsb, xsc = da->xsc, groups = da->groups;                               \
     int64_t positions = o[0] * o[1], taps = k[0] * k[1];                                     \
     int64_t wq = da->wq, hq = da->hq, phase = (hq + 1) * wq, blocks = da->blocks;            \
-    T *phases = calloc(s[0] * s[1] * phase * LANES + (taps + positions) * LANES, sizeof(T)); \
+    T *phases = calloc(s[0] * s[1] * phase * LANES + (taps + positions + LANES) * LANES,     \
+                       sizeof(T));                                                           \
     if (!phases) {                                                                           \
         __atomic_store_n(&da->failed, 1, __ATOMIC_RELAXED);                                  \
         return;                                                                              \
     }                                                                                        \
     T *wv = phases + s[0] * s[1] * phase * LANES, *acc = wv + taps * LANES;                  \
+    T *tile = acc + positions * LANES; /* LANES x LANES, turned round */                     \
+    int contiguous = xs[1] == 1 && (xs[0] == in[1] || in[0] == 1);                           \
+    int64_t *columns = malloc(sizeof(int64_t) * (in[1] + 1));                                \
+    if (!columns) {                                                                          \
+        free(phases);                                                                        \
+        __atomic_store_n(&da->failed, 1, __ATOMIC_RELAXED);                                  \
+        return;                                                                              \
+    }                                                                                        \
+    for (int64_t i = 0; i < in[1]; i++) {                                                    \
+        int64_t b = (i + p[1]) / s[1];                                                       \
+        columns[i] = b < wq ? ((i + p[1]) % s[1]) * phase + b : -1;                          \
+    }                                                                                        \
     for (int64_t block = begin; block < end; block++) {                                      \
         int64_t n = block / blocks, first = (block % blocks) * LANES;                        \
         int64_t c0 = first + LANES <= groups ? first : groups - LANES;                       \
         const T *xn = da->x + n * xsb + c0 * xsc;                                            \
-        for (int64_t r0 = 0; r0 < s[0]; r0++)                                                \
+        /* a plane's elements in a run (the input contiguous by plane): LANES of the LANES   \
+           channels at a time turned round into LANES positions of LANES channels, each      \
+           stored in its phase plane (columns[]: a column's phase plane and place there, -1  \
+           where no output reads it) */                                                      \
+        int64_t size = in[0] * in[1], i0 = 0, i1 = 0, row = 0, rows = 0;                     \
+        for (int64_t f = 0; f < size && contiguous; f += LANES) {                            \
+            int64_t count = size - f < LANES ? size - f : LANES;                             \
+            if (count == LANES) {                                                            \
+                NAME##_turn(xn + f, xsc, tile, LANES);                                       \
+            } else {                                                                         \
+                for (int64_t j = 0; j < count; j++)                                          \
+                    for (int lane = 0; lane < LANES; lane++)                                 \
+                        tile[j * LANES + lane] = xn[f + j + lane * xsc];                     \
+            }                                                                                \
+            for (int64_t j = 0; j < count; j++) {                                            \
+                if (i1 == 0) { /* a new row: its phase plane and row there */                \
+                    int64_t a = (i0 + p[0]) / s[0];                                          \
+                    rows = a < hq;                                                           \
+                    row = ((i0 + p[0]) % s[0]) * s[1] * phase + a * wq;                      \
+                }                                                                            \
+                if (rows && columns[i1] >= 0)                                                \
+                    memcpy(phases + (row + columns[i1]) * LANES, tile + j * LANES,           \
+                           sizeof(T) * LANES);                                               \
+                if (++i1 == in[1]) i1 = 0, i0++;                                             \
+            }                                                                                \
+        }                                                                                    \
+        /* else: a gather per position */                                                    \
+        for (int64_t r0 = 0; r0 < s[0] && !contiguous; r0++)                                 \
         for (int64_t r1 = 0; r1 < s[1]; r1++) {                                              \
             T *ph = phases + (r0 * s[1] + r1) * phase * LANES;                               \
             int64_t lo = p[1] - r1 <= 0 ? 0 : (p[1] - r1 + s[1] - 1) / s[1];                 \
@@ -603,13 +681,25 @@ static void NAME##_depthwise_lanes(void *context, int64_t begin, int64_t end) { 
                 default: NAME##_lane_sums(from, offsets, wv, taps, 0, to, 8); break;         \
                 }                                                                            \
             }                                                                                \
+        /* the sums turned round LANES positions at a time, then the last one at a time */   \
+        int64_t q0 = positions / LANES * LANES;                                              \
+        for (int64_t q = 0; q < q0; q += LANES) {                                            \
+            NAME##_turn(acc + q * LANES, LANES, tile, LANES);                                \
+            for (int64_t lane = first - c0; lane < LANES; lane++) {                          \
+                T start = da->bias ? da->bias[c0 + lane] : (T)0;                             \
+                T *target = da->out + (n * groups + c0 + lane) * positions + q;              \
+                for (int64_t j = 0; j < LANES; j++)                                          \
+                    target[j] = start + tile[lane * LANES + j];                              \
+            }                                                                                \
+        }                                                                                    \
         for (int64_t lane = first - c0; lane < LANES; lane++) {                              \
             T start = da->bias ? da->bias[c0 + lane] : (T)0;                                 \
             T *target = da->out + (n * groups + c0 + lane) * positions;                      \
-            for (int64_t q = 0; q < positions; q++)                                          \
+            for (int64_t q = q0; q < positions; q++)                                         \
                 target[q] = start + acc[q * LANES + lane];                                   \
         }                                                                                    \
     }                                                                                        \
+    free(columns);                                                                           \
     free(phases);                                                                            \
 }                                                                                            \
                                                                                              \
@@ -770,6 +860,8 @@ int NAME##_few(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t b
     return fa.failed;                                                                        \
 }
 
+""" + _turn_source("burnish_conv_f32_turn", "float", 16) + _turn_source(
+    "burnish_conv_f64_turn", "double", 8) + r"""
 DEPTHWISE(burnish_conv_f32, float, 16, 8)
 DEPTHWISE(burnish_conv_f64, double, 8, 8)
 FEW(burnish_conv_f32, float, 16)
