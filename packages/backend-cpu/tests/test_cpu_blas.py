@@ -207,14 +207,20 @@ CASES = [  # (spatial size, kernel, stride, padding, dilation, groups, batch)
 
 @pytest.mark.parametrize("case", CASES, ids=[str(c[:3]) for c in CASES])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("block", [None, 8, "merged"], ids=["whole", "line-blocks", "merged"])
+@pytest.mark.parametrize("block", [None, 8, "merged", "direct"],
+                         ids=["whole", "line-blocks", "merged", "direct-rows"])
 def test_convolutions_and_their_gradients_match_ndarray(case, dtype, block, monkeypatch):
     from burnish.cpu import conv as cpu_conv
+    from burnish.cpu import direct
 
+    if block == "direct":  # few input channels summed directly, one output row a task
+        monkeypatch.setattr(direct, "FEW_BLOCK", 1)
+    else:  # the patch matrices, whatever the channels
+        monkeypatch.setattr(direct, "FEW_INNER", 0)
     if block == "merged":  # every batch's patch matrices side by side, output channels in parts
         monkeypatch.setattr(cpu_conv, "MERGE_TASKS", 1 << 30)
         monkeypatch.setattr(cpu_conv, "MERGE_CHANNELS", 1)
-    elif block is not None:  # a task per output line: many blocks per sample
+    elif isinstance(block, int):  # a task per output line: many blocks per sample
         monkeypatch.setattr(cpu_conv, "BLOCK", block)
     calls: list[str] = []
     for name in ("bind_forward", "weight_grad"):

@@ -14,6 +14,13 @@ Patch rows are made line by line: a line of the output's last dim reads one line
 (a run of ``memcpy`` for unit strides), with zeros where taps fall in the padding; transposed
 convolutions (input gradients) gather the same way, with a tap landing on the input only where
 its position divides by the stride.
+
+Pointwise convolutions (one tap, unit strides, no padding) need no patch rows: BLAS multiplies
+the input where it lies. Where a sample has a single position (a squeeze-excite block's 1x1
+on 1x1 inputs), the samples are the rows of one product per group: the weights, read for a
+handful of multiply-adds each, are read once rather than once per sample. Depthwise
+convolutions, and those with a few input channels (an image network's first layer), sum their
+taps directly (``burnish.cpu.direct``).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from burnish.cpu import winograd
+from burnish.cpu import direct, winograd
 from burnish.jit.codegen.cpu import PARALLEL_HEADER
 
 SOURCE = PARALLEL_HEADER + r"""
@@ -87,6 +94,8 @@ static void NAME##_rows(const T *x, int64_t xsc, const int64_t *g, int transpose
                 for (int64_t o = 0; o < lo; o++) dst[o] = pad;                               \
                 if (a == 1 && xs[2] == 1) {                                                  \
                     memcpy(dst + lo, src + lo + b, sizeof(T) * (hi - lo));                   \
+                } else if (a == 2 && xs[2] == 1) { /* a constant stride: vector shuffles */  \
+                    for (int64_t o = lo; o < hi; o++) dst[o] = src[2 * o + b];               \
                 } else {                                                                     \
                     for (int64_t o = lo; o < hi; o++) dst[o] = src[(o * a + b) * xs[2]];     \
                 }                                                                            \
@@ -136,6 +145,12 @@ void burnish_patches_u8(const int64_t *g, const uint8_t *x, int64_t xsb, int64_t
 
 /* Multiply-adds from which a convolution's tasks are shared between the threads. */
 #define PARALLEL_MACS (1 << 18)
+/* Output channels per task of a convolution of one position per sample, where it has
+   PARALLEL_MACS multiply-adds or SAMPLE_ROWS_WEIGHTS weights: with so few multiply-adds per
+   weight, a large one is bound by the reading of its weights (cold in a replay), which the
+   threads share. */
+#define SAMPLE_ROWS_PART 128
+#define SAMPLE_ROWS_WEIGHTS (1 << 15)
 
 #define CONV(NAME, ROWS_OF, T, I)                                                            \
 typedef void (*NAME##_gemm)(int, int, int, I, I, I, T, const T *, I, const T *, I, T, T *, I); \
@@ -150,7 +165,31 @@ struct NAME##_args {                                                            
     int64_t tasks, size, parts;                                                              \
     T *out, **sums;                                                                          \
     int failed;                                                                              \
+    int64_t batch;                                                                           \
 };                                                                                           \
+                                                                                             \
+/* Tasks [begin, end) of a convolution with one output position per sample (a 1x1 on 1x1     \
+   inputs: a squeeze-excite block's), one product per task for the whole batch: x's rows the \
+   samples (xsb apart, channels contiguous), out [batch, groups * m], a task a group and a   \
+   part of its output channels (parts by the shape alone, not by the threads). */            \
+static void NAME##_sample_rows(void *context, int64_t begin, int64_t end) {                  \
+    struct NAME##_args *a = context;                                                         \
+    int64_t m = a->m, inner = a->inner, parts = a->parts, batch = a->batch;                  \
+    int64_t width = a->groups * m, lda = batch > 1 ? a->xsb : (inner > 1 ? inner : 1);       \
+    for (int64_t task = begin; task < end; task++) {                                         \
+        int64_t gi = task / parts, part = task % parts;                                      \
+        int64_t m0 = m * part / parts, m1 = m * (part + 1) / parts;                          \
+        T *o = a->out + gi * m + m0;                                                         \
+        if (m1 <= m0) continue;                                                              \
+        if (a->bias)                                                                         \
+            for (int64_t n = 0; n < batch; n++)                                              \
+                memcpy(o + n * width, a->bias + gi * m + m0, sizeof(T) * (m1 - m0));         \
+        a->gemm(101, 111, 112, (I)batch, (I)(m1 - m0), (I)inner, (T)1,                       \
+                a->x + gi * a->channels * a->xsc, (I)lda,                                    \
+                a->w + (gi * m + m0) * inner, (I)inner, a->bias ? (T)1 : (T)0, o, (I)width); \
+    }                                                                                        \
+}                                                                                            \
+                                                                                             \
                                                                                              \
 /* Forward tasks [begin, end), on one patch buffer. */                                       \
 static void NAME##_forward_tasks(void *context, int64_t begin, int64_t end) {                \
@@ -205,7 +244,17 @@ int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64
     int64_t macs = batch * groups * m * inner * positions;                                   \
     struct NAME##_args a = {(NAME##_gemm)fn, g, transposed, pointwise, x, w, bias, NULL,     \
                             xsb, xsc, groups, channels, m, positions, inner, lines,          \
-                            lines_per_block, blocks, tasks, 0, 0, out, NULL, 0};             \
+                            lines_per_block, blocks, tasks, 0, 0, out, NULL, 0, batch};      \
+    /* One position per sample, channels contiguous: one product per group for the whole     \
+       batch, so that the weights are read once, not once per sample. */                     \
+    if (pointwise && positions == 1 && (channels == 1 || xsc == 1) && inner > 0 && m > 0     \
+            && (batch == 1 || xsb >= inner)) {                                               \
+        int split = macs >= PARALLEL_MACS || m * inner >= SAMPLE_ROWS_WEIGHTS;               \
+        a.parts = split ? (m + SAMPLE_ROWS_PART - 1) / SAMPLE_ROWS_PART : 1;                 \
+        burnish_parallel(NAME##_sample_rows, &a, groups * a.parts,                           \
+                         burnish_parts(groups * a.parts > 1));                               \
+        return 0;                                                                            \
+    }                                                                                        \
     burnish_parallel(NAME##_forward_tasks, &a, tasks,                                        \
                      burnish_parts(tasks > 1 && macs >= PARALLEL_MACS));                     \
     return a.failed;                                                                         \
@@ -346,113 +395,6 @@ int NAME##_weight_grad(void *fn, const int64_t *g, const T *x, int64_t xsb, int6
     return failed;                                                                           \
 }
 
-/* Depthwise convolutions (one input channel per group) of 1 or 2 spatial dims: out[n, c] =
-   bias[c] + the sum over taps of w[c, tap] times x[n, c / m] at the tap, c over groups * m
-   output channels. No patch matrix and no product of one row: one task per (sample, output
-   channel) copies its input plane, zero-padded, into a buffer of its own as s0 x s1 phase
-   planes (phase (r0, r1) holds the padded input's rows r0, r0 + s0, ... and columns r1,
-   r1 + s1, ...), so that every tap reads one phase plane at a fixed offset, as with unit
-   strides. Output rows are then computed wq wide (wq: a phase plane's width, a few columns
-   more than the output's), as one run over all the rows: LANES outputs at a time (a vector
-   register) take every tap, each a contiguous load, before they are stored; the extra
-   columns are dropped when the rows are stored. */
-#define DEPTHWISE(NAME, T, LANES)                                                            \
-typedef T NAME##_lanes __attribute__((vector_size(LANES * sizeof(T))));                      \
-struct NAME##_depthwise_args {                                                               \
-    const int64_t *g, *offsets;                                                              \
-    const T *x, *w, *bias;                                                                   \
-    int64_t xsb, xsc, groups, m, room;                                                       \
-    T *out;                                                                                  \
-    int failed;                                                                              \
-};                                                                                           \
-                                                                                             \
-/* Planes [begin, end) of a depthwise convolution, on one buffer of phase planes. */         \
-static void NAME##_depthwise_planes(void *context, int64_t begin, int64_t end) {             \
-    struct NAME##_depthwise_args *da = context;                                              \
-    const int64_t *g = da->g, *offsets = da->offsets;                                        \
-    const int64_t *in = g + 1, *o = g + 4, *k = g + 7, *s = g + 10, *p = g + 13, *d = g + 16; \
-    const int64_t *xs = g + 19;                                                              \
-    const T *x = da->x, *w = da->w, *bias = da->bias;                                        \
-    int64_t xsb = da->xsb, xsc = da->xsc, groups = da->groups, m = da->m, room = da->room;   \
-    T *out = da->out;                                                                        \
-    int64_t positions = o[0] * o[1], taps = k[0] * k[1];                                     \
-    int64_t hq = o[0] + (k[0] - 1) * d[0] / s[0] + 1, wq = o[1] + (k[1] - 1) * d[1] / s[1] + 1; \
-    int64_t phase = (hq + 1) * wq;                                                           \
-    T *phases = calloc(room + o[0] * wq + LANES, sizeof(T));                                 \
-    if (!phases) {                                                                           \
-        __atomic_store_n(&da->failed, 1, __ATOMIC_RELAXED);                                  \
-        return;                                                                              \
-    }                                                                                        \
-    for (int64_t plane = begin; plane < end; plane++) {                                      \
-        int64_t c = plane % (groups * m);                                                    \
-        const T *xc = x + (plane / (groups * m)) * xsb + (c / m) * xsc;                      \
-        const T *wc = w + c * taps;                                                          \
-        T *acc = phases + room;                                                              \
-        for (int64_t r0 = 0; r0 < s[0]; r0++)                                                \
-        for (int64_t r1 = 0; r1 < s[1]; r1++) {                                              \
-            T *ph = phases + (r0 * s[1] + r1) * phase;                                       \
-            /* only the input's own elements: where the padding falls is the same for        \
-               every plane, zero since the buffer was made */                                \
-            for (int64_t a = 0; a < hq; a++) {                                               \
-                int64_t i0 = a * s[0] + r0 - p[0];                                           \
-                if (i0 < 0 || i0 >= in[0]) continue;                                         \
-                T *restrict row = ph + a * wq;                                               \
-                const T *restrict src = xc + i0 * xs[0];                                     \
-                /* columns b with i1 = b * s1 + r1 - p1 in [0, in1): [lo, hi) */             \
-                int64_t lo = p[1] - r1 <= 0 ? 0 : (p[1] - r1 + s[1] - 1) / s[1];             \
-                int64_t hi = in[1] + p[1] - r1 <= 0 ? 0                                      \
-                             : (in[1] + p[1] - r1 - 1) / s[1] + 1;                           \
-                if (hi > wq) hi = wq;                                                        \
-                if (s[1] == 1 && xs[1] == 1) {                                               \
-                    for (int64_t b = lo; b < hi; b++) row[b] = src[b + r1 - p[1]];           \
-                } else {                                                                     \
-                    for (int64_t b = lo; b < hi; b++)                                        \
-                        row[b] = src[(b * s[1] + r1 - p[1]) * xs[1]];                        \
-                }                                                                            \
-            }                                                                                \
-        }                                                                                    \
-        /* the last lanes past the rows read the buffer's slack and are dropped */           \
-        for (int64_t i = 0; i < o[0] * wq; i += LANES) {                                     \
-            NAME##_lanes sum = {0}, v;                                                       \
-            for (int64_t t = 0; t < taps; t++) {                                             \
-                memcpy(&v, phases + offsets[t] + i, sizeof v);                               \
-                sum += wc[t] * v;                                                            \
-            }                                                                                \
-            memcpy(acc + i, &sum, sizeof sum);                                               \
-        }                                                                                    \
-        T start = bias ? bias[c] : (T)0;                                                     \
-        T *target = out + plane * positions;                                                 \
-        for (int64_t a = 0; a < o[0]; a++)                                                   \
-            for (int64_t b = 0; b < o[1]; b++)                                               \
-                target[a * o[1] + b] = start + acc[a * wq + b];                              \
-    }                                                                                        \
-    free(phases);                                                                            \
-}                                                                                            \
-                                                                                             \
-int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch,  \
-                     int64_t groups, const T *w, int64_t m, const T *bias, T *out) {         \
-    const int64_t *in = g + 1, *o = g + 4, *k = g + 7, *s = g + 10, *p = g + 13, *d = g + 16; \
-    const int64_t *xs = g + 19;                                                              \
-    int64_t positions = o[0] * o[1], taps = k[0] * k[1], planes = batch * groups * m;        \
-    int64_t hq = o[0] + (k[0] - 1) * d[0] / s[0] + 1, wq = o[1] + (k[1] - 1) * d[1] / s[1] + 1; \
-    int64_t phase = (hq + 1) * wq, room = s[0] * s[1] * phase + LANES;                       \
-    int64_t offsets[taps]; /* where each tap reads: its phase plane and shift */             \
-    for (int64_t t0 = 0; t0 < k[0]; t0++)                                                    \
-        for (int64_t t1 = 0; t1 < k[1]; t1++) {                                              \
-            int64_t e0 = t0 * d[0], e1 = t1 * d[1];                                          \
-            offsets[t0 * k[1] + t1] = ((e0 % s[0]) * s[1] + e1 % s[1]) * phase               \
-                                      + (e0 / s[0]) * wq + e1 / s[1];                        \
-        }                                                                                    \
-    struct NAME##_depthwise_args da = {g, offsets, x, w, bias, xsb, xsc, groups, m, room,    \
-                                       out, 0};                                              \
-    burnish_parallel(NAME##_depthwise_planes, &da, planes,                                   \
-                     burnish_parts(planes * positions * taps >= 32768));                     \
-    return da.failed;                                                                        \
-}
-
-DEPTHWISE(burnish_conv_f32, float, 16)
-DEPTHWISE(burnish_conv_f64, double, 8)
-
 CONV(burnish_conv_f32_i64, burnish_f32, float, int64_t)
 CONV(burnish_conv_f64_i64, burnish_f64, double, int64_t)
 CONV(burnish_conv_f32_i32, burnish_f32, float, int32_t)
@@ -545,14 +487,18 @@ class NativeConv:
 
     def __init__(self, compiler: Any, gemm: Any) -> None:
         self.entries: dict[str, tuple[Any, Any, int]] = {}
-        #: The direct kernels of depthwise convolutions (one input channel per group), by dtype.
+        #: ``burnish.cpu.direct``'s depthwise convolutions (one input channel per group), by
+        #: dtype.
         self.depthwise: dict[str, Any] = {}
+        #: ``burnish.cpu.direct``'s convolutions with few input channels and taps, by dtype.
+        self.few: dict[str, Any] = {}
         #: Forward convolutions of one task (a batch of one, one block), in parts of channels.
         self.merged: dict[str, Any] = {}
         #: ``burnish.cpu.winograd``'s 3x3 convolutions over BLAS, by dtype.
         self.winograd: dict[str, tuple[Any, int]] = {}
         library = compiler.build(SOURCE)
         minimal = compiler.build(winograd.SOURCE)
+        summed = compiler.build(direct.SOURCE)
         self.patches = library.burnish_patches_u8
         self.patches.argtypes = [_P, _P, _I64, _I64, _I64, _I64, ctypes.c_uint8, _P]
         self.patches.restype = None
@@ -579,20 +525,27 @@ class NativeConv:
             function.restype = ctypes.c_int
             self.winograd[dtype] = (function, address)
         for dtype, suffix in (("float32", "f32"), ("float64", "f64")):
-            depthwise = getattr(library, f"burnish_conv_{suffix}_depthwise")
+            depthwise = getattr(summed, f"burnish_conv_{suffix}_depthwise")
             depthwise.argtypes = [_P, _P, _I64, _I64, _I64, _I64, _P, _I64, _P, _P]
             depthwise.restype = ctypes.c_int
             self.depthwise[dtype] = depthwise
+            few = getattr(summed, f"burnish_conv_{suffix}_few")
+            few.argtypes = [_P, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64, _P, _P, _I64]
+            few.restype = ctypes.c_int
+            self.few[dtype] = few
         self.library = library  # kept loaded while the entries may run
         self.minimal = minimal
+        self.summed = summed
 
     def forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                 out: np.ndarray, words: np.ndarray, groups: int, transposed: bool) -> None:
         """``out`` ``[batch, groups * m, *out_size]`` (contiguous) = ``weight`` ``[groups, m,
         channels * taps]`` (contiguous) times the patches of ``x`` (any strides). Depthwise
-        convolutions of 1 or 2 spatial dims (one input channel per group, not transposed) sum
-        their taps directly; 3x3 ones at unit stride with enough channels and positions go
-        through ``burnish.cpu.winograd``."""
+        convolutions of 1 or 2 spatial dims (one input channel per group, not transposed) and
+        those with few input channels and taps (``direct.FEW_INNER``) sum their taps directly
+        (``burnish.cpu.direct``); 3x3 ones at unit stride with enough channels and positions
+        go through ``burnish.cpu.winograd``; pointwise ones multiply ``x`` where it lies (the
+        batch as one product's rows where a sample has one position)."""
         self.bind_forward(x, weight, bias, out, words, groups, transposed)()
 
     def bind_forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
@@ -614,6 +567,14 @@ class NativeConv:
             args = (words.ctypes.data, x.ctypes.data, x.strides[0] // size,
                     x.strides[1] // size, batch, groups, weight.ctypes.data, weight.shape[1],
                     bias_address, out.ctypes.data)
+        elif (not transposed and out.dtype.name in self.few and words[0] == 1 and words[6] == 1
+              and 0 < channels * int(words[7]) * int(words[8]) <= direct.FEW_INNER
+              and words[7] * words[8] > 1):
+            function, what = self.few[out.dtype.name], "a convolution's phase planes"
+            m = weight.shape[1]
+            args = (words.ctypes.data, x.ctypes.data, x.strides[0] // size,
+                    x.strides[1] // size, batch, groups, channels, weight.ctypes.data, m,
+                    bias_address, out.ctypes.data, direct.few_rows(words, channels, m))
         elif (out.dtype.name in self.winograd
               and _winograd_takes(words, batch, channels, weight.shape[1], transposed)):
             function, gemm = self.winograd[out.dtype.name]

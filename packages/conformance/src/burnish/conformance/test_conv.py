@@ -79,6 +79,35 @@ CASES = [
          bias=False),
 ]
 
+#: Shapes a backend may compute by other means than the general case's (checked on strided
+#: inputs too): depthwise with channels enough to take a vector's worth at a time, one a lane
+#: (16 float32, 8 float64), with a partial last vector (20, 17 channels), stride 2 on odd
+#: sizes, dilation; depthwise planes with rows wider than that (21 outputs) and a channel
+#: multiplier; a few input channels (an image network's first layer: 3, 3x3 at stride 2 on
+#: odd sizes), with strides, dilation, one-sided padding, groups, 1 spatial dim, output
+#: channels not a multiple of 8, and an image large enough to be cut into blocks of rows;
+#: 1x1 on 1x1 inputs (squeeze-excite blocks: the batch as the rows of one product),
+#: grouped without bias, and one large enough to be cut into parts of its output channels.
+FAST_PATHS = [
+    Conv((7, 9), (5, 5), in_channels=20, out_channels=20, groups=20, padding=2),
+    Conv((13, 13), (3, 3), in_channels=24, out_channels=24, groups=24, batch=3, stride=2,
+         padding=1, bias=False),
+    Conv((9, 10), (3, 3), in_channels=17, out_channels=17, groups=17, stride=(1, 2),
+         dilation=2, padding=(2, 1)),
+    Conv((19, 41), (3, 3), in_channels=3, out_channels=6, groups=3, stride=2, padding=1),
+    Conv((15, 13), (3, 3), in_channels=3, out_channels=16, stride=2, padding=1),
+    Conv((8, 11), (2, 3), in_channels=2, out_channels=5, stride=(1, 2), dilation=(2, 1),
+         padding=(1, 0), bias=False),
+    Conv((9, 7), (3, 3), in_channels=4, out_channels=6, groups=2, batch=3, stride=(2, 1),
+         padding=(0, 2)),
+    Conv((13,), (5,), in_channels=3, out_channels=9, stride=3, padding=2),
+    Conv((61, 300), (3, 2), in_channels=4, out_channels=11, batch=1, padding=1),
+    Conv((1, 1), (1, 1), in_channels=6, out_channels=4, groups=2, batch=3, bias=False),
+    Conv((1, 1), (1, 1), in_channels=256, out_channels=300, batch=4),
+]
+CASES += FAST_PATHS
+NON_CONTIGUOUS = CASES[1::3] + [case for case in FAST_PATHS if case not in CASES[1::3]]
+
 
 def run(case: Conv, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[len(case.size)]
@@ -113,7 +142,7 @@ def test_conv(device, dtype, case):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS[1:])
-@pytest.mark.parametrize("case", CASES[1::3], ids=[str(c) for c in CASES[1::3]])
+@pytest.mark.parametrize("case", NON_CONTIGUOUS, ids=[str(c) for c in NON_CONTIGUOUS])
 @pytest.mark.parametrize("dtype", [float32], ids=["float32"])
 def test_conv_non_contiguous(device, dtype, case, layout):
     x, weight, bias = arrays(case, dtype)

@@ -34,6 +34,10 @@ CONV = [
     ((1, 4, 7, 7), (4, 2, 3, 3), 2, 1, 2, 2),
     ((1, 3, 6, 5), (3, 1, 2, 3), (2, 1), (0, 1), (1, 2), 3),
     ((1, 2, 4, 4, 3), (2, 2, 2, 2, 2), 1, (1, 0, 1), 1, 1),
+    # 1x1 on 1x1 inputs, grouped (the batch as one product's rows)
+    ((3, 6, 1, 1), (4, 3, 1, 1), 1, 0, 1, 2),
+    # depthwise with channels for a vector's worth at a time (8 float64), the last partial
+    ((2, 9, 6, 7), (9, 1, 3, 3), 2, 1, 1, 9),
 ]
 
 
