@@ -181,6 +181,11 @@ int burnish_threads_start(int count, int64_t spin) {
     return threads;
 }
 
+/* Workers asleep now (waiting for a wake), for tests and diagnostics. */
+int burnish_threads_sleepers(void) {
+    return atomic_load(&sleepers);
+}
+
 /* The processor time the workers have had, in nanoseconds (-1 where it cannot be read). */
 int64_t burnish_threads_spent(void) {
     int64_t total = 0;
@@ -273,6 +278,12 @@ class Threads:
         self._busy.restype = None
         self._spent = library.burnish_threads_spent
         self._spent.restype = ctypes.c_int64
+        self._sleepers = library.burnish_threads_sleepers
+        self._sleepers.restype = ctypes.c_int
+
+    def sleepers(self) -> int:
+        """How many workers are asleep now (for tests and diagnostics)."""
+        return int(self._sleepers())
 
     def spent(self) -> float | None:
         """The processor time the workers have had, in seconds (None where the system does not
