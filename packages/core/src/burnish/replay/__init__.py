@@ -167,7 +167,7 @@ class Captured:
         if base is None:
             return self._eager(f"backend {tensors[0]._device.backend.name!r} cannot capture",
                                args, kwargs)
-        if last is not None and key[1:] == last.key[1:]:
+        if last is not None and key[1] == last.key[1] and key[2] == last.key[2]:
             entry = last  # the most recently used: the entries' order stands
         else:
             entry = self._entry(key, structure)
@@ -212,8 +212,8 @@ class Captured:
         seen: dict[int, int] = {}
         base = None
         last_device: Device | None = None
-        leaf_of: Callable[[Any], Any] = _unset
-        spec_of: Callable[[Any], Any] = _unset
+        leaf_of: Any = None
+        spec_of: Any = None
         for tensor in tensors:
             device = tensor._device
             if device is not last_device:  # per device, not per tensor: most share one
@@ -353,10 +353,6 @@ class Captured:
                 entry.release()
             self._entries.clear()
             self._last = None
-
-
-def _unset(prim: Any) -> Any:
-    raise AssertionError("a capturer is asked before one is found")
 
 
 def _never(value: Any, tensors: list, places: list) -> bool:

@@ -340,8 +340,8 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
     rows = (not flat and ndim >= 2 and dims[-1] >= ROW_MIN
             and getattr(runtime.generator, "elementwise_rows", False))
     # In rows, each input's last stride as the walk takes it: 0, 1, or read from the info.
-    inner = tuple(min(strides[-1], 2) if strides[-1] >= 0 else 2
-                  for strides in layouts) if rows else ()
+    inner = tuple(strides[-1] if strides[-1] in (0, 1) else 2 for strides in layouts) \
+        if rows else ()
     plan.key = ("elementwise", op, in_dtypes, out_dtype.name, scalar_types,
                 "flat" if flat else (ndim, plain, inner, ROW_CHUNK) if rows else (ndim, plain),
                 several)
@@ -401,7 +401,7 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
             values = []
             for j, buf in enumerate(bufs):
                 at = 1 + ndim + j * (ndim + 1)
-                step = 1 if plain[j] else inner[j]
+                step = inner[j]  # 1 for a plain input
                 if step == 0:
                     values.append(buf[bases[j]])
                 elif step == 1:
