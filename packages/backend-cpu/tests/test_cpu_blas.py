@@ -89,14 +89,15 @@ def test_products_with_a_bias_set_by_the_threads_match_float64(gemm, dtype, monk
 def test_products_of_few_rows_streamed_match_float64_and_blas(gemm, dtype, monkeypatch):
     """Blocks of 1 to 4 rows summed by the C loop with the right operand streamed (every
     block, whatever its size: ``STREAM_BYTES`` 0): every row count, both layouts of ``a``,
-    column counts around the vector panels, a bias, beta, a batch summed into one matrix;
+    column counts around the vector panels and past a block of columns, depths that are and
+    are not whole blocks of rows, a bias, beta, a batch summed into one matrix;
     the same values on one and on two parts, and 5 rows still on BLAS."""
     monkeypatch.setattr(blas, "STREAM_BYTES", 0)
     rng = np.random.default_rng(3)
     tol = 1e-5 if dtype == np.float32 else 1e-12
     for (m, k, n), ta, split in itertools.product(
             [(1, 1, 1), (2, 7, 15), (3, 33, 16), (4, 64, 65), (2, 130, 129), (4, 9, 200),
-             (1, 300, 64), (5, 20, 70)], (0, 1), (None, 0)):
+             (1, 300, 64), (3, 37, 1043), (5, 20, 70)], (0, 1), (None, 0)):
         monkeypatch.setattr(blas, "MIN_SPLIT_MACS", 1 << 60 if split is None else split)
         blas._plan.cache_clear()
         stored = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
