@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from burnish.cpu import direct, winograd
-from burnish.jit.codegen.cpu import PARALLEL_HEADER
+from burnish.jit.codegen.cpu import EPILOGUE_HEADER, PARALLEL_HEADER
 
-SOURCE = PARALLEL_HEADER + r"""
+SOURCE = PARALLEL_HEADER + EPILOGUE_HEADER + r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +166,7 @@ struct NAME##_args {                                                            
     T *out, **sums;                                                                          \
     int failed;                                                                              \
     int64_t batch;                                                                           \
+    const struct burnish_epilogue *epi;                                                      \
 };                                                                                           \
                                                                                              \
 /* Tasks [begin, end) of a convolution with one output position per sample (a 1x1 on 1x1     \
@@ -187,6 +188,7 @@ static void NAME##_sample_rows(void *context, int64_t begin, int64_t end) {     
         a->gemm(101, 111, 112, (I)batch, (I)(m1 - m0), (I)inner, (T)1,                       \
                 a->x + gi * a->channels * a->xsc, (I)lda,                                    \
                 a->w + (gi * m + m0) * inner, (I)inner, a->bias ? (T)1 : (T)0, o, (I)width); \
+        burnish_epilogue_rows(a->epi, o, batch, m1 - m0, width);                             \
     }                                                                                        \
 }                                                                                            \
                                                                                              \
@@ -221,6 +223,7 @@ static void NAME##_forward_tasks(void *context, int64_t begin, int64_t end) {   
             for (int64_t r = 0; r < m; r++)                                                  \
                 for (int64_t q = 0; q < width; q++)                                          \
                     o[r * positions + q] += a->bias[gi * m + r];                             \
+        burnish_epilogue_rows(a->epi, o, m, width, positions);                               \
     }                                                                                        \
     free(cols);                                                                              \
 }                                                                                            \
@@ -229,7 +232,8 @@ static void NAME##_forward_tasks(void *context, int64_t begin, int64_t end) {   
    task per sample, group and block of lines (a block's patch rows fit in BLOCK elements). */ \
 int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64_t xsb,      \
                    int64_t xsc, int64_t batch, int64_t groups, int64_t channels,             \
-                   const T *w, int64_t m, const T *bias, T *out, int64_t lines_per_block) {  \
+                   const T *w, int64_t m, const T *bias, T *out, int64_t lines_per_block,    \
+                   const struct burnish_epilogue *epi) {                                     \
     int64_t positions = g[3] * g[4] * g[5], inner = channels * g[6] * g[7] * g[8];           \
     int64_t lines = g[3] * g[4], blocks = (lines + lines_per_block - 1) / lines_per_block;   \
     int64_t tasks = batch * groups * blocks;                                                 \
@@ -244,7 +248,7 @@ int NAME##_forward(void *fn, const int64_t *g, int transposed, const T *x, int64
     int64_t macs = batch * groups * m * inner * positions;                                   \
     struct NAME##_args a = {(NAME##_gemm)fn, g, transposed, pointwise, x, w, bias, NULL,     \
                             xsb, xsc, groups, channels, m, positions, inner, lines,          \
-                            lines_per_block, blocks, tasks, 0, 0, out, NULL, 0, batch};      \
+                            lines_per_block, blocks, tasks, 0, 0, out, NULL, 0, batch, epi}; \
     /* One position per sample, channels contiguous: one product per group for the whole     \
        batch, so that the weights are read once, not once per sample. */                     \
     if (pointwise && positions == 1 && (channels == 1 || xsc == 1) && inner > 0 && m > 0     \
@@ -301,6 +305,7 @@ struct NAME##_merged_args {                                                     
     const T *x, *w, *bias;                                                                   \
     int64_t xsb, xsc, batch, groups, channels, m, m_parts, positions, inner, lines, width;   \
     T *cols, *prod, *out;                                                                    \
+    const struct burnish_epilogue *epi;                                                      \
 };                                                                                           \
                                                                                              \
 /* Planes (sample, group) [begin, end): their patch rows, side by side in cols. */           \
@@ -334,6 +339,7 @@ static void NAME##_merged_products(void *context, int64_t begin, int64_t end) { 
                 const T *src = pg + (r - m0) * width + n * positions;                        \
                 T *o = a->out + (n * groups * m + gi * m + r) * positions;                   \
                 for (int64_t q = 0; q < positions; q++) o[q] = src[q] + start;               \
+                burnish_epilogue(a->epi, o, positions);                                      \
             }                                                                                \
         }                                                                                    \
     }                                                                                        \
@@ -349,7 +355,7 @@ static void NAME##_merged_products(void *context, int64_t begin, int64_t end) { 
 int NAME##_forward_merged(void *fn, const int64_t *g, int transposed, const T *x,            \
                           int64_t xsb, int64_t xsc, int64_t batch, int64_t groups,           \
                           int64_t channels, const T *w, int64_t m, const T *bias, T *out,    \
-                          int64_t m_parts) {                                                 \
+                          int64_t m_parts, const struct burnish_epilogue *epi) {             \
     int64_t positions = g[3] * g[4] * g[5], inner = channels * g[6] * g[7] * g[8];           \
     int64_t lines = g[3] * g[4], width = batch * positions;                                  \
     int64_t macs = batch * groups * m * inner * positions;                                   \
@@ -357,7 +363,8 @@ int NAME##_forward_merged(void *fn, const int64_t *g, int transposed, const T *x
     if (!cols) return 1;                                                                     \
     struct NAME##_merged_args a = {(NAME##_gemm)fn, g, transposed, x, w, bias, xsb, xsc,     \
                                    batch, groups, channels, m, m_parts, positions, inner,    \
-                                   lines, width, cols, cols + groups * inner * width, out};  \
+                                   lines, width, cols, cols + groups * inner * width, out,   \
+                                   epi};                                                     \
     int parallel = macs >= PARALLEL_MACS;                                                    \
     int64_t planes = batch * groups, tasks = groups * m_parts;                               \
     burnish_parallel(NAME##_merged_rows, &a, planes, parallel ? planes : 1);                 \
@@ -430,6 +437,19 @@ WINOGRAD_TASKS = 8
 
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
+
+
+class Epilogue(ctypes.Structure):
+    """``struct burnish_epilogue`` (``burnish.jit.codegen.cpu.EPILOGUE_HEADER``): a flat
+    elementwise kernel of one input, run on each block of a convolution's output as it is
+    written. ``info`` (the launch's, kept here) must outlive the calls."""
+
+    _fields_ = [("fn", _P), ("info", _P), ("words", _I64), ("shift", _I64), ("group", _I64),
+                ("size", _I64)]
+
+    def __init__(self, fn: int, info: np.ndarray, shift: int, group: int, size: int) -> None:
+        super().__init__(fn, info.ctypes.data, len(info), shift, group, size)
+        self.kept = info
 
 
 def _lines_per_block(inner: int, words: np.ndarray) -> int:
@@ -507,11 +527,11 @@ class NativeConv:
                    f"{'i64' if wide else 'i32'}"
             forward = getattr(library, f"{name}_forward")
             forward.argtypes = [_P, _P, ctypes.c_int, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64,
-                                _P, _P, _I64]
+                                _P, _P, _I64, _P]
             forward.restype = ctypes.c_int
             merged = getattr(library, f"{name}_forward_merged")
             merged.argtypes = [_P, _P, ctypes.c_int, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64,
-                               _P, _P, _I64]
+                               _P, _P, _I64, _P]
             merged.restype = ctypes.c_int
             self.merged[dtype] = merged
             weight = getattr(library, f"{name}_weight_grad")
@@ -521,16 +541,16 @@ class NativeConv:
             self.entries[dtype] = (forward, weight, address)
             function = getattr(minimal, f"{name}_winograd")
             function.argtypes = [_P, _P, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64, _P, _P, _I64,
-                                 _I64, _P]
+                                 _I64, _P, _P]
             function.restype = ctypes.c_int
             self.winograd[dtype] = (function, address)
         for dtype, suffix in (("float32", "f32"), ("float64", "f64")):
             depthwise = getattr(summed, f"burnish_conv_{suffix}_depthwise")
-            depthwise.argtypes = [_P, _P, _I64, _I64, _I64, _I64, _P, _I64, _P, _P]
+            depthwise.argtypes = [_P, _P, _I64, _I64, _I64, _I64, _P, _I64, _P, _P, _P]
             depthwise.restype = ctypes.c_int
             self.depthwise[dtype] = depthwise
             few = getattr(summed, f"burnish_conv_{suffix}_few")
-            few.argtypes = [_P, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64, _P, _P, _I64]
+            few.argtypes = [_P, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64, _P, _P, _I64, _P]
             few.restype = ctypes.c_int
             self.few[dtype] = few
         self.library = library  # kept loaded while the entries may run
@@ -549,10 +569,12 @@ class NativeConv:
         self.bind_forward(x, weight, bias, out, words, groups, transposed)()
 
     def bind_forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
-                     out: np.ndarray, words: np.ndarray, groups: int,
-                     transposed: bool) -> Callable[[], None]:
+                     out: np.ndarray, words: np.ndarray, groups: int, transposed: bool,
+                     epilogue: Epilogue | None = None) -> Callable[[], None]:
         """``forward`` of these arrays as a call of no arguments, what it hands to C worked
-        out once (a replay calls it on arrays that stay where they are)."""
+        out once (a replay calls it on arrays that stay where they are). With ``epilogue``,
+        every block of ``out`` is passed through its elementwise kernel as soon as it is
+        written (each element once, whichever way the convolution goes)."""
         size = x.dtype.itemsize
         batch, channels = x.shape[0], x.shape[1] // groups
         bias_address = None if bias is None else bias.ctypes.data
@@ -599,8 +621,11 @@ class NativeConv:
                     x.strides[0] // size, x.strides[1] // size, batch, groups, channels,
                     weight.ctypes.data, m, bias_address, out.ctypes.data, last)
 
-        def run(words: np.ndarray = words, workspace: np.ndarray | None = workspace) -> None:
-            # words and the workspace: C reads and writes their memory
+        args += (None if epilogue is None else ctypes.addressof(epilogue),)
+
+        def run(words: np.ndarray = words, workspace: np.ndarray | None = workspace,
+                epilogue: Epilogue | None = epilogue) -> None:
+            # words, the workspace and the epilogue (and its info): C reads their memory
             if function(*args):
                 raise MemoryError(f"cpu backend: no memory for {what}")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from burnish.jit.codegen.cpu import PARALLEL_HEADER
+from burnish.jit.codegen.cpu import EPILOGUE_HEADER, PARALLEL_HEADER
 
 
 def _turn_source(name: str, ctype: str, lanes: int) -> str:
@@ -55,7 +55,7 @@ def _turn_source(name: str, ctype: str, lanes: int) -> str:
     return "\n".join(lines)
 
 
-SOURCE = PARALLEL_HEADER + r"""
+SOURCE = PARALLEL_HEADER + EPILOGUE_HEADER + r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +91,7 @@ struct NAME##_depthwise_args {                                                  
     T *out;                                                                                  \
     int failed;                                                                              \
     int64_t hq, wq, blocks;                                                                  \
+    const struct burnish_epilogue *epi;                                                      \
 };                                                                                           \
                                                                                              \
 /* acc[0, vectors * LANES) = the sum over taps t of wc[t] times from[offsets[t] + ...]:      \
@@ -187,6 +188,7 @@ static void NAME##_depthwise_planes(void *context, int64_t begin, int64_t end) {
         for (int64_t a = 0; a < o[0]; a++)                                                   \
             for (int64_t b = 0; b < o[1]; b++)                                               \
                 target[a * o[1] + b] = start + acc[a * wq + b];                              \
+        burnish_epilogue(da->epi, target, positions);                                        \
     }                                                                                        \
     free(phases);                                                                            \
 }                                                                                            \
@@ -327,6 +329,7 @@ static void NAME##_depthwise_lanes(void *context, int64_t begin, int64_t end) { 
             T *target = da->out + (n * groups + c0 + lane) * positions;                      \
             for (int64_t q = q0; q < positions; q++)                                         \
                 target[q] = start + acc[q * LANES + lane];                                   \
+            burnish_epilogue(da->epi, target, positions);                                    \
         }                                                                                    \
     }                                                                                        \
     free(columns);                                                                           \
@@ -335,7 +338,8 @@ static void NAME##_depthwise_lanes(void *context, int64_t begin, int64_t end) { 
                                                                                              \
                                                                                              \
 int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch,  \
-                     int64_t groups, const T *w, int64_t m, const T *bias, T *out) {         \
+                     int64_t groups, const T *w, int64_t m, const T *bias, T *out,           \
+                     const struct burnish_epilogue *epi) {                                   \
     const int64_t *in = g + 1, *o = g + 4, *k = g + 7, *s = g + 10, *p = g + 13, *d = g + 16; \
     const int64_t *xs = g + 19;                                                              \
     int64_t positions = o[0] * o[1], taps = k[0] * k[1], planes = batch * groups * m;        \
@@ -349,7 +353,7 @@ int NAME##_depthwise(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int
                                       + (e0 / s[0]) * wq + e1 / s[1];                        \
         }                                                                                    \
     struct NAME##_depthwise_args da = {g, offsets, x, w, bias, xsb, xsc, groups, m, room,    \
-                                       out, 0, hq, wq, (groups + LANES - 1) / LANES};        \
+                                       out, 0, hq, wq, (groups + LANES - 1) / LANES, epi};   \
     /* Short output rows (a deep layer's), one output channel per group and channels         \
        enough: LANES channels at a time, a channel a lane. */                                \
     if (m == 1 && groups >= LANES && o[1] <= LANE_ROWS) {                                    \
@@ -394,6 +398,7 @@ struct NAME##_few_args {                                                        
     int64_t xsb, xsc, groups, channels, m, rows, blocks, wq, phase;                          \
     T *out;                                                                                  \
     int failed;                                                                              \
+    const struct burnish_epilogue *epi;                                                      \
 };                                                                                           \
                                                                                              \
 /* Tasks (sample, group, block of rows output rows) [begin, end), on one buffer. */          \
@@ -458,6 +463,7 @@ static void NAME##_few_blocks(void *context, int64_t begin, int64_t end) {      
                 for (int64_t a = 0; a < a1 - a0; a++)                                        \
                     for (int64_t b = 0; b < o[1]; b++)                                       \
                         target[a * o[1] + b] = start + sums[a * wq + b];                     \
+                burnish_epilogue(fa->epi, target, (a1 - a0) * o[1]);                         \
             }                                                                                \
         }                                                                                    \
     }                                                                                        \
@@ -468,7 +474,7 @@ static void NAME##_few_blocks(void *context, int64_t begin, int64_t end) {      
    (any strides), in blocks of rows output rows. */                                          \
 int NAME##_few(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t batch,        \
                int64_t groups, int64_t channels, const T *w, int64_t m, const T *bias,       \
-               T *out, int64_t rows) {                                                       \
+               T *out, int64_t rows, const struct burnish_epilogue *epi) {                   \
     const int64_t *o = g + 4, *k = g + 7, *s = g + 10, *d = g + 16;                          \
     int64_t taps = k[0] * k[1], inner = channels * taps, blocks = (o[0] + rows - 1) / rows;  \
     int64_t wq = o[1] + (k[1] - 1) * d[1] / s[1] + 1;                                        \
@@ -483,7 +489,7 @@ int NAME##_few(const int64_t *g, const T *x, int64_t xsb, int64_t xsc, int64_t b
                     + (e0 / s[0]) * wq + e1 / s[1];                                          \
             }                                                                                \
     struct NAME##_few_args fa = {g, reads, x, w, bias, xsb, xsc, groups, channels, m, rows,  \
-                                 blocks, wq, phase, out, 0};                                 \
+                                 blocks, wq, phase, out, 0, epi};                            \
     int64_t tasks = batch * groups * blocks, macs = tasks * m * inner * rows * o[1];         \
     burnish_parallel(NAME##_few_blocks, &fa, tasks,                                          \
                      burnish_parts(tasks > 1 && macs >= PARALLEL_MACS));                     \

@@ -21,7 +21,7 @@ import numpy as np
 from burnish.cpu.attention import NativeAttention, interleaved, takes
 from burnish.cpu.blas import Gemm
 from burnish.cpu.compiler import Compiler
-from burnish.cpu.conv import NativeConv, geometry
+from burnish.cpu.conv import Epilogue, NativeConv, geometry
 from burnish.cpu.int8_gemm import Int8Gemm
 from burnish.cpu.int8_quantize import Int8Quantize
 from burnish.cpu.module_ops import BINDERS as module_binders
@@ -31,7 +31,8 @@ from burnish.cpu.recurrent import BoundLayers, NativeRecurrent, weight_layout
 from burnish.cpu.reduce import NativeReduce
 from burnish.cpu.rows import NativeRows
 from burnish.jit import ir
-from burnish.jit.codegen.cpu import CpuGenerator
+from burnish.jit.codegen.cpu import EPILOGUE_WORDS, CpuGenerator
+from burnish.jit.kernels.elementwise import WORKGROUP
 from burnish.jit.runtime import Runtime
 from burnish.jit.tensor import JitTensor, contiguous_strides
 
@@ -328,8 +329,10 @@ class CpuRuntime(Runtime):
         """``Runtime.program`` with each host call's arrays made once and each launch's C
         arguments converted once: a record's buffers stay where they are, so its replays call
         the function on the same arrays and addresses (``replayer`` sets NumPy's error state
-        and the BLAS guard once around them all)."""
-        program = super().program(commands)
+        and the BLAS guard once around them all). A convolution followed by an elementwise
+        op of its output alone (an activation) runs the op as its epilogue
+        (``_with_epilogues``)."""
+        program = self._with_epilogues(super().program(commands))
         for i, (fn, args) in enumerate(program):
             if fn is _on_arrays:
                 host_fn, _, layouts, extra, *handles = args
@@ -341,6 +344,33 @@ class CpuRuntime(Runtime):
         if any(isinstance(fn, BoundLayers) for fn, _ in program):
             program = _concurrent_layers(program, self.native_recurrent)
         return program
+
+    def _with_epilogues(self, program: list[tuple[Any, tuple]]) -> list[tuple[Any, tuple]]:
+        """``program`` with each convolution that is followed at once by a launch of a flat
+        elementwise kernel whose one input is the convolution's output (an activation, or a
+        chain of them under fusion) bound as one call: the convolution runs the kernel on
+        each block of its output as soon as the block is written, while it is in the cache,
+        instead of a pass of its own over the whole output afterwards (mobilenet_v3_small's
+        hard-swish and ReLU launches). The kernel is the launch's own, with its info: the
+        same values. Both outputs are still written (a later command may read either)."""
+        kernels: dict[int, tuple] | None = None
+        fused: list[tuple[Any, tuple]] = []
+        i = 0
+        while i < len(program):
+            fn, args = program[i]
+            if fn is _on_arrays and args[0] is _conv and i + 1 < len(program):
+                follower, launch = program[i + 1]
+                if getattr(follower, "__func__", None) is CpuRuntime.dispatch:
+                    if kernels is None:
+                        kernels = {id(entry[0]): key for key, entry in self._kernels.items()}
+                    bound = _conv_with_epilogue(args, launch, kernels.get(id(launch[0])))
+                    if bound is not None:
+                        fused.append((bound, ()))
+                        i += 2
+                        continue
+            fused.append((fn, args))
+            i += 1
+        return fused
 
     def replayer(self, commands: Sequence[tuple]) -> Any:
         """The recorded launches and host calls in order, inside one BLAS guard and NumPy
@@ -441,6 +471,51 @@ def _bind_conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> Callable[[], No
     bias, out = tensors if len(tensors) == 2 else (None, tensors[0])
     return native.bind_forward(x, matrix, bias, out, np.array(words, np.int64), groups,
                                transposed)
+
+
+def _conv_with_epilogue(conv: tuple, launch: tuple, key: tuple | None
+                        ) -> Callable[[], None] | None:
+    """The recorded ``_conv`` call ``conv`` bound with the elementwise ``launch`` that follows
+    it as its epilogue (``CpuRuntime._with_epilogues``), or None where the launch is not a
+    flat elementwise kernel (``kernels.elementwise``'s key ``("elementwise", op, inputs,
+    out, scalars, "flat", several)``) of the convolution's whole output alone, of its dtype,
+    or where the launch's output overlaps the convolution's operands (a buffer reused from
+    its input: the epilogue would write it while other blocks still read it)."""
+    if (key is None or key[0] != "elementwise" or key[5] != "flat" or len(key[2]) != 1):
+        return None
+    _, _, layouts, extra, *handles = conv
+    x, matrix, *rest = [*_arrays(layouts, handles), *tuple(extra)]
+    *tensors, words, groups, transposed, native = rest
+    out = tensors[-1]
+    compiled, (target, source), info, _ = launch
+    size, n = out.itemsize, out.size
+    if (key[2][0] != out.dtype.name or key[3] != out.dtype.name or len(info) > EPILOGUE_WORDS
+            or int(info[0]) != n or not out.flags.c_contiguous
+            or source.address + int(info[1]) * size != out.ctypes.data):
+        return None
+    start, end = target.address, target.address + n * size
+    for array in (x, matrix, *tensors):
+        low, high = _bounds(array)
+        if start < high and low < end and not (array is out and start == out.ctypes.data):
+            return None
+    epilogue = Epilogue(int(ctypes.cast(compiled, _VOID_P).value or 0), info,
+                        start - out.ctypes.data, WORKGROUP * key[6], size)
+    bias = tensors[0] if len(tensors) == 2 else None
+    return native.bind_forward(x, matrix, bias, out, np.array(words, np.int64), groups,
+                               transposed, epilogue)
+
+
+def _bounds(array: np.ndarray) -> tuple[int, int]:
+    """The first and one past the last byte address ``array`` reads (any strides)."""
+    low = high = array.ctypes.data
+    if array.size:
+        for n, stride in zip(array.shape, array.strides):
+            if stride < 0:
+                low += (n - 1) * stride
+            else:
+                high += (n - 1) * stride
+        high += array.itemsize
+    return low, high
 
 
 def _max_pool(x: np.ndarray, *rest: Any) -> None:

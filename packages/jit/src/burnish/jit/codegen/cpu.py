@@ -68,6 +68,52 @@ static inline int64_t burnish_parts(int worth) {
 }
 """
 
+#: Most ``info`` words an epilogue's launch may have (``EPILOGUE_HEADER``).
+EPILOGUE_WORDS = 64
+
+#: For C code of the cpu backend that runs a generated elementwise kernel as the epilogue of
+#: its own work (a convolution's activation): ``burnish_epilogue(e, start, count)`` runs the
+#: flat elementwise kernel of one input ``e->fn`` (``<name>(out, in, info, groups...)``, as
+#: ``CpuGenerator`` renders it) on ``count`` elements from ``start``, just written, into the
+#: kernel's output ``e->shift`` bytes on; with the launch's own ``info`` (its scalars) but its
+#: element count and input offset. Nothing where ``e`` is NULL. In a loop on the thread pool
+#: the kernel runs on the calling thread (a nested loop runs serially).
+EPILOGUE_HEADER = r"""
+#include <string.h>
+typedef void (*burnish_elementwise_fn)(void *out, const void *in, const int32_t *info, int ngx,
+                                       int ngy, int ngz);
+struct burnish_epilogue {
+    burnish_elementwise_fn fn;
+    const int32_t *info; /* the launch's: [elements, the input's offset, scalars...] */
+    int64_t words;       /* info's length, at most BURNISH_EPILOGUE_WORDS */
+    int64_t shift;       /* bytes from an element of the input to its output */
+    int64_t group;       /* elements a workgroup takes */
+    int64_t size;        /* bytes an element */
+};
+#define BURNISH_EPILOGUE_WORDS """ + str(EPILOGUE_WORDS) + r"""
+static __attribute__((unused)) void burnish_epilogue(const struct burnish_epilogue *e,
+                                                     void *start, int64_t count) {
+    if (!e || count <= 0) return;
+    int32_t info[BURNISH_EPILOGUE_WORDS];
+    memcpy(info, e->info, sizeof(int32_t) * (size_t)e->words);
+    info[0] = (int32_t)count;
+    info[1] = 0;
+    e->fn((char *)start + e->shift, start, info, (int)((count + e->group - 1) / e->group), 1, 1);
+}
+/* The same on rows elements of width, ld apart. */
+static __attribute__((unused)) void burnish_epilogue_rows(const struct burnish_epilogue *e,
+                                                          void *start, int64_t rows,
+                                                          int64_t width, int64_t ld) {
+    if (!e) return;
+    if (width == ld) {
+        burnish_epilogue(e, start, rows * width);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        burnish_epilogue(e, (char *)start + r * ld * e->size, width);
+}
+"""
+
 _BITS = {"u32": "uint32_t", "i32": "int32_t", "f32": "float", "u64": "uint64_t",
          "i64": "int64_t", "f64": "double"}
 
