@@ -106,3 +106,23 @@ def test_an_op_of_more_than_the_convolutions_output_is_not_an_epilogue(cpu, fusi
         x = Tensor.from_data(rng.standard_normal((2, 4, 5, 5)).astype(np.float32), device="cpu")
         np.testing.assert_array_equal(captured(x, w, s).to_numpy(), layer(x, w, s).to_numpy())
     assert not fusions
+
+
+def test_a_capture_keeps_the_convolutions_input_apart_from_the_epilogues_output(cpu, fusions):
+    # Without ``Runtime.joined``, the second activation's output would take the memory of the
+    # second convolution's input (the first activation's output, dead after it): no epilogue.
+    rng = np.random.default_rng(10)
+    w1 = Tensor.from_data(rng.standard_normal((8, 8, 3, 3)).astype(np.float32), device="cpu")
+    w2 = Tensor.from_data(rng.standard_normal((8, 8, 3, 3)).astype(np.float32), device="cpu")
+
+    def layers(x, w1, w2):
+        h = F.hard_swish(F.conv2d(x, w1, padding=1, stride=2))
+        return F.hard_swish(F.conv2d(h, w2, padding=1))
+
+    captured = burnish.capture(layers)
+    for _ in range(5):
+        x = Tensor.from_data(rng.standard_normal((2, 8, 12, 12)).astype(np.float32),
+                             device="cpu")
+        np.testing.assert_array_equal(captured(x, w1, w2).to_numpy(),
+                                      layers(x, w1, w2).to_numpy())
+    assert len(fusions) == 2

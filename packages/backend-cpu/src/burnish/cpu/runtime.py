@@ -345,30 +345,56 @@ class CpuRuntime(Runtime):
             program = _concurrent_layers(program, self.native_recurrent)
         return program
 
-    def _with_epilogues(self, program: list[tuple[Any, tuple]]) -> list[tuple[Any, tuple]]:
-        """``program`` with each convolution that is followed at once by a launch of a flat
-        elementwise kernel whose one input is the convolution's output (an activation, or a
-        chain of them under fusion) bound as one call: the convolution runs the kernel on
-        each block of its output as soon as the block is written, while it is in the cache,
-        instead of a pass of its own over the whole output afterwards (mobilenet_v3_small's
-        hard-swish and ReLU launches). The kernel is the launch's own, with its info: the
-        same values. Both outputs are still written (a later command may read either)."""
+    def joined(self, commands: Sequence[tuple]) -> list[int]:
+        """The convolutions whose next command runs as their epilogue (``_with_epilogues``):
+        a capture keeps what they read from the memory that launch writes."""
+        return list(self._epilogues(super().program(commands)))
+
+    def _epilogues(self, program: list[tuple[Any, tuple]]) -> dict[int, tuple]:
+        """Where in ``program`` a recorded convolution is followed at once by a launch of a
+        flat elementwise kernel whose one input is the convolution's whole output, of its
+        dtype (an activation, or a chain of them under fusion): index -> the launch's key
+        (``kernels.elementwise``'s ``("elementwise", op, inputs, out, scalars, "flat",
+        several)``)."""
         kernels: dict[int, tuple] | None = None
+        found = {}
+        for i in range(len(program) - 1):
+            fn, args = program[i]
+            follower, launch = program[i + 1]
+            if (fn is not _on_arrays or args[0] is not _conv
+                    or getattr(follower, "__func__", None) is not CpuRuntime.dispatch):
+                continue
+            if kernels is None:
+                kernels = {id(entry[0]): key for key, entry in self._kernels.items()}
+            key = kernels.get(id(launch[0]))
+            if key is None or key[0] != "elementwise" or key[5] != "flat" or len(key[2]) != 1:
+                continue
+            shape, strides, offset, dtype = args[2][-1]  # the convolution's output
+            _, (_, source), info, _ = launch
+            if (source is args[-1] and int(info[1]) == offset and int(info[0]) == math.prod(shape)
+                    and tuple(strides) == contiguous_strides(tuple(shape))
+                    and key[2][0] == key[3] == dtype and len(info) <= EPILOGUE_WORDS):
+                found[i] = key
+        return found
+
+    def _with_epilogues(self, program: list[tuple[Any, tuple]]) -> list[tuple[Any, tuple]]:
+        """``program`` with each convolution that ``_epilogues`` finds and the launch after it
+        bound as one call: the convolution runs the launch's kernel on each block of its
+        output as soon as the block is written, while it is in the cache, instead of a pass
+        of its own over the whole output afterwards (mobilenet_v3_small's hard-swish and ReLU
+        launches). The kernel is the launch's own, with its info: the same values. Both
+        outputs are still written (a later command may read either)."""
+        pairs = self._epilogues(program)
         fused: list[tuple[Any, tuple]] = []
         i = 0
         while i < len(program):
-            fn, args = program[i]
-            if fn is _on_arrays and args[0] is _conv and i + 1 < len(program):
-                follower, launch = program[i + 1]
-                if getattr(follower, "__func__", None) is CpuRuntime.dispatch:
-                    if kernels is None:
-                        kernels = {id(entry[0]): key for key, entry in self._kernels.items()}
-                    bound = _conv_with_epilogue(args, launch, kernels.get(id(launch[0])))
-                    if bound is not None:
-                        fused.append((bound, ()))
-                        i += 2
-                        continue
-            fused.append((fn, args))
+            if i in pairs:
+                bound = _conv_with_epilogue(program[i][1], program[i + 1][1], pairs[i])
+                if bound is not None:
+                    fused.append((bound, ()))
+                    i += 2
+                    continue
+            fused.append(program[i])
             i += 1
         return fused
 
@@ -473,33 +499,24 @@ def _bind_conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> Callable[[], No
                                transposed)
 
 
-def _conv_with_epilogue(conv: tuple, launch: tuple, key: tuple | None
-                        ) -> Callable[[], None] | None:
-    """The recorded ``_conv`` call ``conv`` bound with the elementwise ``launch`` that follows
-    it as its epilogue (``CpuRuntime._with_epilogues``), or None where the launch is not a
-    flat elementwise kernel (``kernels.elementwise``'s key ``("elementwise", op, inputs,
-    out, scalars, "flat", several)``) of the convolution's whole output alone, of its dtype,
-    or where the launch's output overlaps the convolution's operands (a buffer reused from
-    its input: the epilogue would write it while other blocks still read it)."""
-    if (key is None or key[0] != "elementwise" or key[5] != "flat" or len(key[2]) != 1):
-        return None
+def _conv_with_epilogue(conv: tuple, launch: tuple, key: tuple) -> Callable[[], None] | None:
+    """The recorded ``_conv`` call ``conv`` bound with the elementwise ``launch`` of key
+    ``key`` that follows it as its epilogue (``CpuRuntime._with_epilogues``), or None where
+    the launch's output overlaps the convolution's operands (memory it shares with the input,
+    which the epilogue would write while other blocks still read it: a capture keeps them
+    apart, ``Runtime.joined``)."""
     _, _, layouts, extra, *handles = conv
     x, matrix, *rest = [*_arrays(layouts, handles), *tuple(extra)]
     *tensors, words, groups, transposed, native = rest
     out = tensors[-1]
-    compiled, (target, source), info, _ = launch
-    size, n = out.itemsize, out.size
-    if (key[2][0] != out.dtype.name or key[3] != out.dtype.name or len(info) > EPILOGUE_WORDS
-            or int(info[0]) != n or not out.flags.c_contiguous
-            or source.address + int(info[1]) * size != out.ctypes.data):
-        return None
-    start, end = target.address, target.address + n * size
+    compiled, (target, _), info, _ = launch
+    start, end = target.address, target.address + out.nbytes
     for array in (x, matrix, *tensors):
         low, high = _bounds(array)
         if start < high and low < end and not (array is out and start == out.ctypes.data):
             return None
     epilogue = Epilogue(int(ctypes.cast(compiled, _VOID_P).value or 0), info,
-                        start - out.ctypes.data, WORKGROUP * key[6], size)
+                        start - out.ctypes.data, WORKGROUP * key[6], out.itemsize)
     bias = tensors[0] if len(tensors) == 2 else None
     return native.bind_forward(x, matrix, bias, out, np.array(words, np.int64), groups,
                                transposed, epilogue)

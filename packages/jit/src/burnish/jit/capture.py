@@ -440,6 +440,12 @@ class JitRecord:
                 span[1] = i
                 used.append((key, generation))
             uses.append(used)
+        # Commands the runtime runs together: what the first reads is in use through the
+        # second (which writes while the first still reads).
+        for i in self.runtime.joined(commands):
+            for span in spans.values():
+                if span[1] == i:
+                    span[1] = i + 1
         end = len(commands)
         for key in self.outputs:  # the call returns them: in use to the end
             generation = max(len(births.get(key, ())) - 1, 0)

@@ -254,6 +254,13 @@ class Runtime(ABC):
 
         return replay
 
+    def joined(self, commands: Sequence[tuple]) -> list[int]:
+        """Indices ``i`` of recorded ``commands`` that ``program`` runs together with
+        command ``i + 1`` (the cpu backend's convolutions with the activation after them):
+        a capture keeps the memory command ``i`` reads apart from what command ``i + 1``
+        writes. None here."""
+        return []
+
     def program(self, commands: Sequence[tuple]) -> list[tuple[Any, tuple]]:
         """Recorded commands as ``(function, arguments)`` pairs that enqueue them."""
         cls = type(self)
