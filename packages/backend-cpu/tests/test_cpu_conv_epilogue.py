@@ -1,6 +1,7 @@
 """A replayed convolution runs the elementwise launch that follows it (an activation) as its
 epilogue, block by block (``CpuRuntime._with_epilogues``): on every way a convolution goes, the
-replay gives the eager run's values exactly, and fuses where it should."""
+replay gives the eager run's values exactly, and fuses where it should (every way but
+Winograd's)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ CONVS = [
     ("patch matrix", (3, 8, 10, 10), (12, 8, 3, 3), dict(stride=2)),
     ("one position per sample", (2, 24, 1, 1), (40, 24, 1, 1), {}),
     ("one sample, merged", (1, 16, 7, 7), (64, 16, 3, 3), dict(padding=1)),
+    # Winograd's way takes none (its output comes in runs too short for a call each)
     ("winograd, odd width", (2, 16, 11, 11), (16, 16, 3, 3), dict(padding=1)),
     ("1-d", (2, 8, 33), (8, 8, 3), dict(padding=1)),
 ]
@@ -74,7 +76,7 @@ def test_a_replayed_convolution_runs_its_activation_as_an_epilogue(cpu, fusions,
         np.testing.assert_array_equal(captured(x, w, b).to_numpy(), layer(x, w, b).to_numpy(),
                                       err_msg=name)
     assert captured.stats()[0]["replays"] >= 2
-    assert len(fusions) == 1, name
+    assert len(fusions) == (0 if name.startswith("winograd") else 1), name
 
 
 def test_the_convolutions_output_is_still_written_and_float64_fuses_too(cpu, fusions):

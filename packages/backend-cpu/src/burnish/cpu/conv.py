@@ -339,9 +339,11 @@ static void NAME##_merged_products(void *context, int64_t begin, int64_t end) { 
                 const T *src = pg + (r - m0) * width + n * positions;                        \
                 T *o = a->out + (n * groups * m + gi * m + r) * positions;                   \
                 for (int64_t q = 0; q < positions; q++) o[q] = src[q] + start;               \
-                burnish_epilogue(a->epi, o, positions);                                      \
             }                                                                                \
         }                                                                                    \
+        for (int64_t n = 0; n < batch && a->epi; n++) /* the part's rows: contiguous */      \
+            burnish_epilogue(a->epi, a->out + (n * groups * m + gi * m + m0) * positions,    \
+                             (m1 - m0) * positions);                                         \
     }                                                                                        \
 }                                                                                            \
                                                                                              \
@@ -541,7 +543,7 @@ class NativeConv:
             self.entries[dtype] = (forward, weight, address)
             function = getattr(minimal, f"{name}_winograd")
             function.argtypes = [_P, _P, _P, _I64, _I64, _I64, _I64, _I64, _P, _I64, _P, _P, _I64,
-                                 _I64, _P, _P]
+                                 _I64, _P]
             function.restype = ctypes.c_int
             self.winograd[dtype] = (function, address)
         for dtype, suffix in (("float32", "f32"), ("float64", "f64")):
@@ -568,37 +570,61 @@ class NativeConv:
         batch as one product's rows where a sample has one position)."""
         self.bind_forward(x, weight, bias, out, words, groups, transposed)()
 
+    def takes_epilogue(self, x: np.ndarray, weight: np.ndarray, out: np.ndarray,
+                       words: np.ndarray, groups: int, transposed: bool) -> bool:
+        """Whether ``bind_forward`` runs this convolution with an epilogue: every way but
+        Winograd's, whose output comes a tile row of a channel at a time (a run of a few
+        dozen elements, each a call: slower than a pass of its own afterwards)."""
+        return self._way(x, weight, out, words, groups, transposed) != "winograd"
+
+    def _way(self, x: np.ndarray, weight: np.ndarray, out: np.ndarray, words: np.ndarray,
+             groups: int, transposed: bool) -> str:
+        """Which of ``SOURCE``'s, ``burnish.cpu.direct``'s and ``burnish.cpu.winograd``'s
+        convolutions ``forward`` runs: ``"depthwise"``, ``"few"``, ``"winograd"`` or
+        ``"patches"``."""
+        batch, channels = x.shape[0], x.shape[1] // groups
+        # 1 and 2 spatial dims: the first of the three geometry dims is 1 in size and kernel.
+        if (channels == 1 and not transposed and out.dtype.name in self.depthwise
+                and words[0] == 1 and words[6] == 1):
+            return "depthwise"
+        if (not transposed and out.dtype.name in self.few and words[0] == 1 and words[6] == 1
+                and 0 < channels * int(words[7]) * int(words[8]) <= direct.FEW_INNER
+                and words[7] * words[8] > 1):
+            return "few"
+        if (out.dtype.name in self.winograd
+                and _winograd_takes(words, batch, channels, weight.shape[1], transposed)):
+            return "winograd"
+        return "patches"
+
     def bind_forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                      out: np.ndarray, words: np.ndarray, groups: int, transposed: bool,
                      epilogue: Epilogue | None = None) -> Callable[[], None]:
         """``forward`` of these arrays as a call of no arguments, what it hands to C worked
-        out once (a replay calls it on arrays that stay where they are). With ``epilogue``,
-        every block of ``out`` is passed through its elementwise kernel as soon as it is
-        written (each element once, whichever way the convolution goes)."""
+        out once (a replay calls it on arrays that stay where they are). With ``epilogue``
+        (every way but Winograd's: ``takes_epilogue``), every block of ``out`` is passed
+        through its elementwise kernel as soon as it is written, each element once."""
         size = x.dtype.itemsize
         batch, channels = x.shape[0], x.shape[1] // groups
         bias_address = None if bias is None else bias.ctypes.data
-        depthwise = self.depthwise.get(out.dtype.name)
         function: Any
         args: tuple[Any, ...]
         workspace: np.ndarray | None = None
-        # 1 and 2 spatial dims: the first of the three geometry dims is 1 in size and kernel.
-        if (channels == 1 and not transposed and depthwise is not None and words[0] == 1
-                and words[6] == 1):
-            function, what = depthwise, "a depthwise convolution's padded input"
+        way = self._way(x, weight, out, words, groups, transposed)
+        if epilogue is not None and way == "winograd":
+            raise ValueError("cpu backend: Winograd's convolutions take no epilogue")
+        if way == "depthwise":
+            function, what = self.depthwise[out.dtype.name], \
+                "a depthwise convolution's padded input"
             args = (words.ctypes.data, x.ctypes.data, x.strides[0] // size,
                     x.strides[1] // size, batch, groups, weight.ctypes.data, weight.shape[1],
                     bias_address, out.ctypes.data)
-        elif (not transposed and out.dtype.name in self.few and words[0] == 1 and words[6] == 1
-              and 0 < channels * int(words[7]) * int(words[8]) <= direct.FEW_INNER
-              and words[7] * words[8] > 1):
+        elif way == "few":
             function, what = self.few[out.dtype.name], "a convolution's phase planes"
             m = weight.shape[1]
             args = (words.ctypes.data, x.ctypes.data, x.strides[0] // size,
                     x.strides[1] // size, batch, groups, channels, weight.ctypes.data, m,
                     bias_address, out.ctypes.data, direct.few_rows(words, channels, m))
-        elif (out.dtype.name in self.winograd
-              and _winograd_takes(words, batch, channels, weight.shape[1], transposed)):
+        elif way == "winograd":
             function, gemm = self.winograd[out.dtype.name]
             what = "a Winograd convolution's transformed tiles"
             m = weight.shape[1]
@@ -621,7 +647,8 @@ class NativeConv:
                     x.strides[0] // size, x.strides[1] // size, batch, groups, channels,
                     weight.ctypes.data, m, bias_address, out.ctypes.data, last)
 
-        args += (None if epilogue is None else ctypes.addressof(epilogue),)
+        if way != "winograd":
+            args += (None if epilogue is None else ctypes.addressof(epilogue),)
 
         def run(words: np.ndarray = words, workspace: np.ndarray | None = workspace,
                 epilogue: Epilogue | None = epilogue) -> None:

@@ -329,8 +329,10 @@ static void NAME##_depthwise_lanes(void *context, int64_t begin, int64_t end) { 
             T *target = da->out + (n * groups + c0 + lane) * positions;                      \
             for (int64_t q = q0; q < positions; q++)                                         \
                 target[q] = start + acc[q * LANES + lane];                                   \
-            burnish_epilogue(da->epi, target, positions);                                    \
         }                                                                                    \
+        /* the block's channels not stored before: contiguous */                             \
+        burnish_epilogue(da->epi, da->out + (n * groups + first) * positions,                \
+                         (LANES - (first - c0)) * positions);                                \
     }                                                                                        \
     free(columns);                                                                           \
     free(phases);                                                                            \

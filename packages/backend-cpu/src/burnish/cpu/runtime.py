@@ -502,13 +502,17 @@ def _bind_conv(x: np.ndarray, matrix: np.ndarray, *rest: Any) -> Callable[[], No
 def _conv_with_epilogue(conv: tuple, launch: tuple, key: tuple) -> Callable[[], None] | None:
     """The recorded ``_conv`` call ``conv`` bound with the elementwise ``launch`` of key
     ``key`` that follows it as its epilogue (``CpuRuntime._with_epilogues``), or None where
-    the launch's output overlaps the convolution's operands (memory it shares with the input,
+    the convolution goes Winograd's way (``NativeConv.takes_epilogue``) or the launch's
+    output overlaps the convolution's operands (memory it shares with the input,
     which the epilogue would write while other blocks still read it: a capture keeps them
     apart, ``Runtime.joined``)."""
     _, _, layouts, extra, *handles = conv
     x, matrix, *rest = [*_arrays(layouts, handles), *tuple(extra)]
     *tensors, words, groups, transposed, native = rest
     out = tensors[-1]
+    words = np.array(words, np.int64)
+    if not native.takes_epilogue(x, matrix, out, words, groups, transposed):
+        return None
     compiled, (target, _), info, _ = launch
     start, end = target.address, target.address + out.nbytes
     for array in (x, matrix, *tensors):
@@ -518,8 +522,7 @@ def _conv_with_epilogue(conv: tuple, launch: tuple, key: tuple) -> Callable[[], 
     epilogue = Epilogue(int(ctypes.cast(compiled, _VOID_P).value or 0), info,
                         start - out.ctypes.data, WORKGROUP * key[6], out.itemsize)
     bias = tensors[0] if len(tensors) == 2 else None
-    return native.bind_forward(x, matrix, bias, out, np.array(words, np.int64), groups,
-                               transposed, epilogue)
+    return native.bind_forward(x, matrix, bias, out, words, groups, transposed, epilogue)
 
 
 def _bounds(array: np.ndarray) -> tuple[int, int]:

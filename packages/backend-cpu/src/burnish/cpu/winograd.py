@@ -26,9 +26,9 @@ direct form's is (checked against float64 references in the conformance suite).
 
 from __future__ import annotations
 
-from burnish.jit.codegen.cpu import EPILOGUE_HEADER, PARALLEL_HEADER
+from burnish.jit.codegen.cpu import PARALLEL_HEADER
 
-SOURCE = PARALLEL_HEADER + EPILOGUE_HEADER + r"""
+SOURCE = PARALLEL_HEADER + r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +87,6 @@ struct NAME##_args {                                                            
     int64_t xsb, xsc, groups, channels, m, m_parts, tiles, blocks, size, vstep, pstep, ustep; \
     T *out, *u;                                                                              \
     int failed;                                                                              \
-    const struct burnish_epilogue *epi;                                                      \
 };                                                                                           \
                                                                                              \
 /* Rows [begin, end) of u [groups, 16, m, channels] (the 16 matrices ustep apart) = G g G^T   \
@@ -226,8 +225,6 @@ static void NAME##_tiles(void *context, int64_t begin, int64_t end) {           
                     }                                                                        \
                     if (whole < len) y1[2 * whole] = rows[2][whole];                         \
                 }                                                                            \
-                burnish_epilogue(a->epi, y0, 2 * whole + (whole < len));                     \
-                if (second) burnish_epilogue(a->epi, y1, 2 * whole + (whole < len));         \
             }                                                                                \
             t += len;                                                                        \
         }                                                                                    \
@@ -244,8 +241,7 @@ static void NAME##_tiles(void *context, int64_t begin, int64_t end) {           
    Returns nonzero where memory ran out. */                                                  \
 int NAME##_winograd(void *fn, const int64_t *g, const T *x, int64_t xsb, int64_t xsc,        \
                     int64_t batch, int64_t groups, int64_t channels, const T *w, int64_t m,  \
-                    const T *bias, T *out, int64_t tile_block, int64_t m_parts, T *u,        \
-                    const struct burnish_epilogue *epi) {                                    \
+                    const T *bias, T *out, int64_t tile_block, int64_t m_parts, T *u) {      \
     int64_t tiles = batch * ((g[4] + 1) / 2) * ((g[5] + 1) / 2);                             \
     int64_t blocks = (tiles + tile_block - 1) / tile_block;                                  \
     int64_t size = (tiles + blocks - 1) / blocks; /* even blocks, by the shape alone */      \
@@ -255,8 +251,7 @@ int NAME##_winograd(void *fn, const int64_t *g, const T *x, int64_t xsb, int64_t
     int64_t vstep = channels * size + 64 / sizeof(T), pstep = m * size + 64 / sizeof(T);     \
     int64_t ustep = m * channels + 64 / sizeof(T);                                           \
     struct NAME##_args a = {(NAME##_wgemm)fn, g, x, w, bias, xsb, xsc, groups, channels, m,  \
-                            m_parts, tiles, blocks, size, vstep, pstep, ustep, out, u, 0,    \
-                            epi};                                                            \
+                            m_parts, tiles, blocks, size, vstep, pstep, ustep, out, u, 0};   \
     burnish_parallel(NAME##_weights, &a, count, burnish_parts(count >= 4096));               \
     burnish_parallel(NAME##_tiles, &a, tasks, tasks);                                        \
     return a.failed;                                                                         \
