@@ -13,6 +13,7 @@ the threads and the parts' sums added at the end.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -142,6 +143,18 @@ class NativeReduce:
             mean: bool) -> None:
         """``out`` (contiguous, ``outer * inner`` elements) = the sums (``mean``: the means)
         over ``n`` of ``x`` (contiguous, ``[outer, n, inner]``)."""
+        self.bind_sum(x, out, outer, n, inner, mean)()
+
+    def bind_sum(self, x: np.ndarray, out: np.ndarray, outer: int, n: int, inner: int,
+                 mean: bool) -> Callable[[], None]:
+        """``sum`` of these arrays as a call of no arguments, its C arguments worked out once
+        (a replay calls it on arrays that stay where they are)."""
+        function = self.sums[out.dtype.name]
         scale = (1.0 / n if n else float("nan")) if mean else 1.0
-        if self.sums[out.dtype.name](x.ctypes.data, outer, n, inner, scale, out.ctypes.data):
-            raise MemoryError("cpu backend: no memory for a sum's partial sums")
+        args = (x.ctypes.data, outer, n, inner, scale, out.ctypes.data)
+
+        def run(x: np.ndarray = x, out: np.ndarray = out) -> None:  # their memory: C's
+            if function(*args):
+                raise MemoryError("cpu backend: no memory for a sum's partial sums")
+
+        return run

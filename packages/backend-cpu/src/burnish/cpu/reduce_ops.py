@@ -50,3 +50,14 @@ class CpuReduceOps(JitReduceOps):
 def _sum(x: np.ndarray, out: np.ndarray, outer: int, n: int, inner: int, mean: bool,
          native: NativeReduce) -> None:
     native.sum(x, out, outer, n, inner, mean)
+
+
+def bind_sum(x: np.ndarray, out: np.ndarray, outer: int, n: int, inner: int, mean: bool,
+             native: NativeReduce) -> Callable[[], None]:
+    """``_sum`` of these arrays as a call of no arguments (``NativeReduce.bind_sum``)."""
+    return native.bind_sum(x, out, outer, n, inner, mean)
+
+
+#: Host functions of this module whose replays bind their arrays once
+#: (``burnish.cpu.runtime``'s ``_BINDERS``).
+BINDERS: dict[Any, Callable[..., Callable[[], None]]] = {_sum: bind_sum}

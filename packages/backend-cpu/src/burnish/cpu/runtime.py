@@ -29,6 +29,7 @@ from burnish.cpu.norm import NativeNorm
 from burnish.cpu.pool import NativePool
 from burnish.cpu.recurrent import BoundLayers, NativeRecurrent, weight_layout
 from burnish.cpu.reduce import NativeReduce
+from burnish.cpu.reduce_ops import BINDERS as reduce_binders
 from burnish.cpu.rows import NativeRows
 from burnish.jit import ir
 from burnish.jit.codegen.cpu import EPILOGUE_WORDS, CpuGenerator
@@ -608,7 +609,7 @@ def _bind_recurrent(x: np.ndarray, weight: np.ndarray, h0: np.ndarray, *rest: An
 #: one's work; a product's plan and a bias pass in NumPy, more than a small product).
 _BINDERS: dict[Any, Callable[..., Callable[[], None]]] = {
     _conv: _bind_conv, _attention: _bind_attention, _recurrent: _bind_recurrent,
-    **module_binders}
+    **module_binders, **reduce_binders}
 
 
 def _concurrent_layers(program: list[tuple[Any, tuple]], native: NativeRecurrent
