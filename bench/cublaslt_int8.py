@@ -7,6 +7,7 @@ made with the vendor's kernels.
 
     python bench/cublaslt_int8.py              # M = 256 and 1024
     python bench/cublaslt_int8.py --rows 256
+    python bench/cublaslt_int8.py --rows 256 --split-k 2 4 8   # each algorithm split along k too
 
 Needs CuPy and PyTorch with CUDA (the library is loaded from PyTorch's wheel or the CUDA
 toolkit); burnish itself is not used.
@@ -26,6 +27,9 @@ TRANSA, TRANSB = 3, 4
 OP_N, OP_T = 0, 1
 PREF_MAX_WORKSPACE = 1
 WORKSPACE = 32 << 20
+# cublasLtMatmulAlgoConfigAttributes_t, cublasLtReductionScheme_t
+CONFIG_SPLITK_NUM, CONFIG_REDUCTION_SCHEME = 2, 3
+REDUCTION_SCHEMES = {"in place": 1, "compute type": 2, "output type": 4}
 
 
 class Heuristic(ctypes.Structure):
@@ -72,9 +76,11 @@ def gpu_us(call, cp) -> float:
     return best
 
 
-def products(lt, handle, m: int, n: int, k: int, kind: str, count: int = 16) -> list[tuple]:
+def products(lt, handle, m: int, n: int, k: int, kind: str, count: int = 16,
+             splits: tuple[int, ...] = ()) -> list[tuple]:
     """Every heuristic algorithm of one product ``D [m, n] = B [m, k] @ A [n, k]^T`` (the
-    "TN" layout cuBLAS's int8 kernels want): (index, GPU us or None, note)."""
+    "TN" layout cuBLAS's int8 kernels want), and each also split in ``splits`` parts along k
+    with every reduction scheme cuBLASLt accepts for it: (name, GPU us or None, note)."""
     import cupy as cp
 
     c = ctypes
@@ -113,8 +119,27 @@ def products(lt, handle, m: int, n: int, k: int, kind: str, count: int = 16) -> 
                                             found, c.byref(got)), "heuristic")
     stream = c.c_void_p(cp.cuda.get_current_stream().ptr)
     results = []
+    candidates = [(str(i), found[i]) for i in range(got.value)]
     for i in range(got.value):
-        h = found[i]
+        for parts in splits:
+            for scheme_name, scheme in REDUCTION_SCHEMES.items():
+                h = Heuristic()
+                c.memmove(c.byref(h), c.byref(found[i]), c.sizeof(Heuristic))
+                value, mode = c.c_uint32(parts), c.c_uint32(scheme)
+                if (lt.cublasLtMatmulAlgoConfigSetAttribute(c.byref(h.algo), CONFIG_SPLITK_NUM,
+                                                            c.byref(value), 4)
+                        or lt.cublasLtMatmulAlgoConfigSetAttribute(
+                            c.byref(h.algo), CONFIG_REDUCTION_SCHEME, c.byref(mode), 4)):
+                    continue
+                checked = Heuristic()
+                if lt.cublasLtMatmulAlgoCheck(handle, desc, la, lb, ld_, ld_, c.byref(h.algo),
+                                              c.byref(checked)):
+                    continue  # this algorithm cannot be split so, or not with this scheme
+                if checked.workspace > WORKSPACE:
+                    continue
+                h.workspace = checked.workspace
+                candidates.append((f"{i}, split {parts}, {scheme_name}", h))
+    for i, h in candidates:
 
         def call(h=h):
             check(lt.cublasLtMatmul(handle, desc, c.byref(alpha), c.c_void_p(a.data.ptr), la,
@@ -139,6 +164,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[256, 1024])
     parser.add_argument("--features", type=int, default=4096)
+    parser.add_argument("--split-k", type=int, nargs="*", default=[],
+                        help="also time each algorithm split along k in these many parts")
     args = parser.parse_args()
     import cupy as cp
     import torch
@@ -151,7 +178,8 @@ def main() -> None:
     for m in args.rows:
         print(f"\n## [{m}, {k}] @ [{k}, {n}]: GPU us per call")
         for kind in ("int8", "float16"):
-            for i, us, note in products(lt, handle, m, n, k, kind):
+            for i, us, note in products(lt, handle, m, n, k, kind,
+                                        splits=tuple(args.split_k)):
                 print(f"| cuBLASLt {kind} algorithm {i} | "
                       f"{'failed' if us is None else f'{us:.2f}'} | {note} |")
         x = torch.randint(-127, 127, (m, k), dtype=torch.int8, device="cuda")
