@@ -43,6 +43,30 @@ typedef void (*NAME##_fn)(int, int, int, I, I, I, T, const T *, I, const T *, I,
 typedef T NAME##_vec __attribute__((vector_size(64)));                                       \
 enum { NAME##_lanes = 64 / sizeof(T) };                                                      \
                                                                                              \
+/* s[r][u] += the terms of rows [0, d) of b (bi, ldb apart) for the q vectors of columns     \
+   and rows r < M of a (a[r * sa + e * ka]), each sum adding them in order; b's rows          \
+   SMALL_AHEAD on prefetched where ahead is set. M and d constants where inlined. */         \
+static inline __attribute__((always_inline)) void NAME##_depth(                              \
+        const int M, const int64_t d, int64_t q, const T *a, int64_t sa, int64_t ka,         \
+        const T *bi, int64_t ldb, int ahead, NAME##_vec s[][SMALL_COLUMNS / NAME##_lanes]) { \
+    const int64_t L = NAME##_lanes;                                                          \
+    T x[SMALL_ROWS][SMALL_DEPTH];                                                            \
+    for (int r = 0; r < M; r++)                                                              \
+        for (int64_t e = 0; e < d; e++) x[r][e] = a[r * sa + e * ka];                        \
+    for (int64_t u = 0; u < q; u++) {                                                        \
+        NAME##_vec v[SMALL_DEPTH];                                                           \
+        for (int64_t e = 0; e < d; e++) memcpy(&v[e], bi + e * ldb + u * L, sizeof v[e]);   \
+        if (ahead)                                                                           \
+            for (int64_t e = 0; e < d; e++)                                                  \
+                __builtin_prefetch(bi + (SMALL_AHEAD + e) * ldb + u * L);                    \
+        for (int r = 0; r < M; r++) {                                                        \
+            NAME##_vec t = s[r][u];                                                          \
+            for (int64_t e = 0; e < d; e++) t += x[r][e] * v[e];                             \
+            s[r][u] = t;                                                                     \
+        }                                                                                    \
+    }                                                                                        \
+}                                                                                            \
+                                                                                             \
 /* Rows r < M of c = beta * c + a @ b, b's rows streamed: the columns in blocks of          \
    SMALL_COLUMNS, each block's sums in s (M x SMALL_COLUMNS, in the L1 cache), b's rows read  \
    SMALL_DEPTH at a time, each a run of contiguous memory the prefetcher follows (a block of  \
@@ -64,32 +88,11 @@ static inline __attribute__((always_inline)) void NAME##_rows(                  
         for (int64_t i0 = 0; i0 < k; i0 += D) {                                              \
             int64_t d = k - i0 < D ? k - i0 : D;                                             \
             const T *bi = b + i0 * ldb + j0;                                                 \
-            if (d == D) {                                                                    \
-                T x[SMALL_ROWS][SMALL_DEPTH];                                                \
-                for (int r = 0; r < M; r++)                                                  \
-                    for (int64_t e = 0; e < D; e++) x[r][e] = a[r * sa + (i0 + e) * ka];     \
-                for (int64_t u = 0; u < q; u++) {                                            \
-                    NAME##_vec v[SMALL_DEPTH];                                               \
-                    for (int64_t e = 0; e < D; e++)                                          \
-                        memcpy(&v[e], bi + e * ldb + u * L, sizeof v[e]);                    \
-                    if (i0 + SMALL_AHEAD + D <= k)                                           \
-                        for (int64_t e = 0; e < D; e++)                                      \
-                            __builtin_prefetch(bi + (SMALL_AHEAD + e) * ldb + u * L);        \
-                    for (int r = 0; r < M; r++) {                                            \
-                        NAME##_vec t = s[r][u];                                              \
-                        for (int64_t e = 0; e < D; e++) t += x[r][e] * v[e];                 \
-                        s[r][u] = t;                                                         \
-                    }                                                                        \
-                }                                                                            \
-            } else {                                                                         \
-                for (int64_t e = 0; e < d; e++)                                              \
-                    for (int64_t u = 0; u < q; u++) {                                        \
-                        NAME##_vec v;                                                        \
-                        memcpy(&v, bi + e * ldb + u * L, sizeof v);                          \
-                        for (int r = 0; r < M; r++)                                          \
-                            s[r][u] += a[r * sa + (i0 + e) * ka] * v;                        \
-                    }                                                                        \
-            }                                                                                \
+            if (d == D)                                                                      \
+                NAME##_depth(M, D, q, a + i0 * ka, sa, ka, bi, ldb,                          \
+                             i0 + SMALL_AHEAD + D <= k, s);                                  \
+            else                                                                             \
+                NAME##_depth(M, d, q, a + i0 * ka, sa, ka, bi, ldb, 0, s);                   \
             for (int64_t e = 0; e < d; e++)                                                  \
                 for (int64_t j = q * L; j < w; j++)                                          \
                     for (int r = 0; r < M; r++)                                              \

@@ -143,18 +143,27 @@ class NativeReduce:
             mean: bool) -> None:
         """``out`` (contiguous, ``outer * inner`` elements) = the sums (``mean``: the means)
         over ``n`` of ``x`` (contiguous, ``[outer, n, inner]``)."""
-        self.bind_sum(x, out, outer, n, inner, mean)()
+        function, args = self._call(x, out, outer, n, inner, mean)
+        _check(function(*args))
 
     def bind_sum(self, x: np.ndarray, out: np.ndarray, outer: int, n: int, inner: int,
                  mean: bool) -> Callable[[], None]:
         """``sum`` of these arrays as a call of no arguments, its C arguments worked out once
         (a replay calls it on arrays that stay where they are)."""
-        function = self.sums[out.dtype.name]
-        scale = (1.0 / n if n else float("nan")) if mean else 1.0
-        args = (x.ctypes.data, outer, n, inner, scale, out.ctypes.data)
+        function, args = self._call(x, out, outer, n, inner, mean)
 
         def run(x: np.ndarray = x, out: np.ndarray = out) -> None:  # their memory: C's
-            if function(*args):
-                raise MemoryError("cpu backend: no memory for a sum's partial sums")
+            _check(function(*args))
 
         return run
+
+    def _call(self, x: np.ndarray, out: np.ndarray, outer: int, n: int, inner: int,
+              mean: bool) -> tuple[Any, tuple]:
+        scale = (1.0 / n if n else float("nan")) if mean else 1.0
+        return self.sums[out.dtype.name], (x.ctypes.data, outer, n, inner, scale,
+                                           out.ctypes.data)
+
+
+def _check(failed: int) -> None:
+    if failed:
+        raise MemoryError("cpu backend: no memory for a sum's partial sums")

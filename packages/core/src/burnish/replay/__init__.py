@@ -178,9 +178,9 @@ class Captured:
             if entry.record.valid():
                 entry.replays += 1
                 self._churn = 0
-                if entry.match is None:
-                    entry.match = matcher(entry.structure) or _never
-                self._last = entry if entry.match is not _never else None
+                if entry.match is None:  # False: its signature has no matcher
+                    entry.match = matcher(entry.structure) or False
+                self._last = entry if entry.match else None
                 return entry.replay(leaves, places)
             entry.reset()  # state it used is gone: record afresh
         self._last = None
@@ -355,18 +355,14 @@ class Captured:
             self._last = None
 
 
-def _never(value: Any, tensors: list, places: list) -> bool:
-    """The matcher of a signature ``matcher`` does not cover."""
-    return False
-
-
 class _Entry:
     """What one signature of a captured function has done so far."""
 
     def __init__(self, structure: Any, key: Any = None) -> None:
         self.structure = structure
         self.key = key  # the key it is kept under
-        self.match: Any = None  # its signature's matcher, made at its first replay
+        #: Its signature's matcher, made at its first replay (False: it has none).
+        self.match: Any = None
         self.calls = 0
         self.replays = 0
         self.attempts = 0

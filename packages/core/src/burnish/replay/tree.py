@@ -259,7 +259,7 @@ class _Emitter:
     def _slots(self, var: str, k: str, kind: type, parts: tuple) -> None:
         """An object of ``__slots__``: each slot set where the signature has it, unset
         where it has not."""
-        names = _SLOTS[kind] if kind in _SLOTS else _slot_names(kind)
+        names = _slot_names(kind)
         found = dict(parts)
         if not names or [n for n in names if n in found] != list(found):
             raise _Unmatched
@@ -329,7 +329,7 @@ def _attributes(value: Any) -> dict | None:
     found = getattr(value, "__dict__", None)
     if found is not None:
         return found
-    names = _SLOTS.get(type(value))
+    names = _SLOTS.get(type(value))  # inline: this runs per node of a flattened call
     if names is None:
         names = _slot_names(type(value))
     if not names:
@@ -342,8 +342,10 @@ _SLOTS: dict[type, tuple[str, ...]] = {}
 
 def _slot_names(kind: type) -> tuple[str, ...]:
     """The slots of ``kind`` and its bases that hold attributes (worked out once per type)."""
-    names = _SLOTS[kind] = tuple(name for cls in kind.__mro__ for name in _slots_of(cls)
-                                 if name not in ("__weakref__", "__dict__"))
+    names = _SLOTS.get(kind)
+    if names is None:
+        names = _SLOTS[kind] = tuple(name for cls in kind.__mro__ for name in _slots_of(cls)
+                                     if name not in ("__weakref__", "__dict__"))
     return names
 
 
@@ -463,7 +465,7 @@ def _plain_slots(value: Any) -> bool:
         return False
     if hasattr(kind, "__copy__") or hasattr(kind, "__setstate__"):
         return False
-    names = _SLOTS[kind] if kind in _SLOTS else _slot_names(kind)
+    names = _slot_names(kind)
     return bool(names)
 
 

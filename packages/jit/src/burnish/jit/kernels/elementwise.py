@@ -364,9 +364,8 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
     plan.packer = ScalarPacker(info, [d for _, d in scalars])
     plan.info = np.asarray(info, dtype=np.int32)
     plan.info.flags.writeable = False  # launches may keep it by identity (cuda does)
-    plan.groups = grid(-(-max(n, 1) // (WORKGROUP * several)))
-    if rows:
-        plan.groups = grid(-(-max(invocations, 1) // ROW_WORKGROUP))
+    plan.groups = (grid(-(-max(invocations, 1) // ROW_WORKGROUP)) if rows
+                   else grid(-(-max(n, 1) // (WORKGROUP * several))))
 
     def scalar_values_of(k: KernelBuilder) -> list[ir.Expr]:
         at, found = scalar_at, []
@@ -374,6 +373,11 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
             found.append(info_scalar(k, at, ty))
             at += 2 if ty in ("i64", "f64") else 1
         return found
+
+    def apply(values: list[ir.Expr], scalar_values: list[ir.Expr], k: KernelBuilder) -> Any:
+        if getattr(fn, "uses_builder", False):
+            return fn(values, scalar_values, k)
+        return fn(values, scalar_values)
 
     def build_rows() -> ir.Kernel:
         """An invocation per chunk of a row of the last dim: each input's start in the row
@@ -408,9 +412,7 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
                     values.append(buf[bases[j] + c])
                 else:
                     values.append(buf[bases[j] + c * k.info(at + ndim)])
-            result = (fn(values, scalar_values, k) if getattr(fn, "uses_builder", False)
-                      else fn(values, scalar_values))
-            k.store(out_buf, out_base + c, result)
+            k.store(out_buf, out_base + c, apply(values, scalar_values, k))
         return k.build()
 
     def build() -> ir.Kernel:
@@ -429,10 +431,7 @@ def _plan(op, fn, inputs, out_dtype, scalars, shape, out, runtime) -> _Plan:
                 else:
                     pos = strided_offset(k, i, ndim, 1, at + 1, k.info(at))
                     values.append(buf[pos])
-            scalar_values = scalar_values_of(k)
-            if getattr(fn, "uses_builder", False):
-                return fn(values, scalar_values, k)
-            return fn(values, scalar_values)
+            return apply(values, scalar_values_of(k), k)
 
         each_element(k, k.info(0), several, compute,
                      lambda i, result: k.store(out_buf, i, result))
